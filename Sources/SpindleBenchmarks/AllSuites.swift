@@ -1,0 +1,2 @@
+/// Every benchmark suite `spindle bench` knows, in the order it runs them.
+public let allBenchmarkSuites: [BenchmarkSuite] = []

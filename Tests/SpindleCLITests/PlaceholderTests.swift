@@ -1,0 +1,5 @@
+import Testing
+
+import TiltShift
+
+@Test func spindleFoundationLinks() { #expect(Bool(true)) }

@@ -1,0 +1,5 @@
+import Testing
+
+@testable import SpindleFoundation
+
+@Test func spindleFoundationLinks() { #expect(Bool(true)) }
