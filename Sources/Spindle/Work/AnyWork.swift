@@ -1,0 +1,253 @@
+import Dispatch
+import Synchronization
+
+/// A type-erased work item: what every ``Work`` shares, whatever its value type.
+///
+/// Use `AnyWork` for ordering-only dependencies, when a body must wait for work whose value it does not
+/// need. Every ``Work`` is an `AnyWork`, so an array literal of work with different value types works:
+///
+/// ```swift
+/// let clean = queue.add(name: "clean") { try removeTemporaryFiles() }      // Work<Void>
+/// let count = queue.add(name: "count") { try countInputs() }               // Work<Int>
+/// let report = queue.add(name: "report", dependencies: [clean, count]) { "done" }
+/// ```
+///
+/// You cannot create an `AnyWork` yourself; ``WorkQueue`` creates ``Work`` items.
+public class AnyWork: @unchecked Sendable {
+  // Thread safety: `name`, `priority`, `queue` and `acceptsFailedDependencies` are immutable; the fields
+  // marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
+  // belong to the owning queue and are only touched while holding that queue's state lock.
+
+  /// The name given when the work was added, used in traces and messages.
+  public let name: String?
+
+  /// The priority of the work among the ready items of its queue.
+  public let priority: WorkPriority
+
+  /// The queue that runs the body.
+  let queue: WorkQueue
+
+  /// Whether the body receives `Result` inputs (and so runs even when a dependency failed or was cancelled).
+  let acceptsFailedDependencies: Bool
+
+  let lock = Mutex<Void>(())
+
+  /// Dependencies not yet finished, plus one while the work is still being wired up.
+  let remaining: Atomic<Int>
+
+  // lock
+  var phase: Phase
+  // lock
+  var cancelRequested = false
+  // lock
+  var dependents = SmallList<AnyWork>()
+  // lock
+  var completionHandlers = SmallList<@Sendable () -> Void>()
+  // lock
+  var runningTask: Task<Void, Never>?
+
+  // The owning queue's state lock.
+  var registryNext: AnyWork?
+  // The owning queue's state lock.
+  unowned(unsafe) var registryPrevious: AnyWork?
+
+  init(
+    queue: WorkQueue,
+    name: String?,
+    priority: WorkPriority,
+    dependencyCount: Int,
+    acceptsFailedDependencies: Bool
+  ) {
+    self.queue = queue
+    self.name = name
+    self.priority = priority
+    self.acceptsFailedDependencies = acceptsFailedDependencies
+    self.remaining = Atomic(dependencyCount + 1)
+    self.phase = .pending
+  }
+
+  /// Where the work is in its life; a snapshot that may change as soon as it is read.
+  public var state: WorkState {
+    lock.withLock { _ in phase.state }
+  }
+
+  /// Cancels the work.
+  ///
+  /// - Pending or ready work completes at once as ``WorkState/cancelled`` without running, and its
+  ///   dependents end the same way (unless they take `Result` inputs, in which case they run and receive
+  ///   `CancellationError`).
+  /// - Running work is asked to stop: ``WorkContext/isCancelled`` becomes `true` for a synchronous or
+  ///   callback body, and an `async` body's task is cancelled. The work ends as cancelled if the body
+  ///   throws `CancellationError`; otherwise it keeps the body's outcome.
+  /// - Finished work is not affected. Calling `cancel()` more than once is harmless.
+  public func cancel() {
+    enum Action {
+      case none
+      case completed(Completed)
+      case cancelTask(Task<Void, Never>?)
+    }
+    let action: Action = lock.withLock { _ in
+      switch phase {
+      case .pending, .ready:
+        return .completed(completeLocked(.cancelled))
+      case .running:
+        cancelRequested = true
+        return .cancelTask(runningTask)
+      case .finished, .failed, .cancelled:
+        return .none
+      }
+    }
+    switch action {
+    case .none:
+      break
+    case .cancelTask(let task):
+      task?.cancel()
+    case .completed(let completed):
+      queue.retire(self, completed: completed)
+    }
+  }
+
+  /// Whether the body has been asked to stop (or the work was cancelled before it ran).
+  var isCancellationRequested: Bool {
+    lock.withLock { _ in
+      if case .cancelled = phase { return true }
+      return cancelRequested
+    }
+  }
+
+  // MARK: - Engine hooks (overridden by Work<Value>)
+
+  /// Runs the body if the work is still ready. Called by a worker that holds a slot of the queue.
+  func execute() -> Execution {
+    fatalError("AnyWork.execute() must be overridden")
+  }
+
+  /// Drops the body and anything it captured. Called with `lock` held when the work completes.
+  func releaseBodyLocked() {
+    fatalError("AnyWork.releaseBodyLocked() must be overridden")
+  }
+
+  // MARK: - Engine
+
+  /// Moves the work to a final phase and takes what must happen after the lock is released.
+  /// Call with `lock` held and the phase not yet final.
+  final func completeLocked(_ termination: Termination) -> Completed {
+    phase = Phase(termination)
+    releaseBodyLocked()
+    runningTask = nil
+    let completed = Completed(termination: termination, dependents: dependents, handlers: completionHandlers)
+    dependents = SmallList()
+    completionHandlers = SmallList()
+    return completed
+  }
+
+  /// Completes pending or ready work without running it (a failed or cancelled dependency).
+  final func completeWithoutRunning(_ termination: Termination) -> Completed? {
+    lock.withLock { _ in
+      switch phase {
+      case .pending, .ready: completeLocked(termination)
+      case .running, .finished, .failed, .cancelled: nil
+      }
+    }
+  }
+
+  /// Records `dependent` to be told when this work completes; returns the termination instead if it already has.
+  final func addDependent(_ dependent: AnyWork) -> Termination? {
+    lock.withLock { _ in
+      if let termination = phase.termination { return termination }
+      dependents.append(dependent)
+      return nil
+    }
+  }
+
+  /// Moves pending work to ready; `false` if it was completed (cancelled) in the meantime.
+  final func markReady() -> Bool {
+    lock.withLock { _ in
+      guard case .pending = phase else { return false }
+      phase = .ready
+      return true
+    }
+  }
+
+  /// Counts down one resolved dependency; `true` when that was the last one and the work is now ready.
+  final func dependencyResolved() -> Bool {
+    remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 && markReady()
+  }
+
+  /// Runs `handler` once the work is complete: now (on this thread) if it already is.
+  final func whenCompleteErased(_ handler: @escaping @Sendable () -> Void) {
+    let runNow: Bool = lock.withLock { _ in
+      if phase.termination != nil { return true }
+      completionHandlers.append(handler)
+      return false
+    }
+    if runNow { handler() }
+  }
+}
+
+/// The internal life cycle of a work item (see ``WorkState`` for the public view).
+enum Phase {
+  case pending
+  case ready
+  case running
+  case finished
+  case failed(any Error)
+  case cancelled
+
+  init(_ termination: Termination) {
+    switch termination {
+    case .finished: self = .finished
+    case .failed(let error): self = .failed(error)
+    case .cancelled: self = .cancelled
+    }
+  }
+
+  var termination: Termination? {
+    switch self {
+    case .pending, .ready, .running: nil
+    case .finished: .finished
+    case .failed(let error): .failed(error)
+    case .cancelled: .cancelled
+    }
+  }
+
+  var state: WorkState {
+    switch self {
+    case .pending: .pending
+    case .ready: .ready
+    case .running: .running
+    case .finished: .finished
+    case .failed: .failed
+    case .cancelled: .cancelled
+    }
+  }
+}
+
+/// How a work item ended, without its value.
+enum Termination: Sendable {
+  case finished
+  case failed(any Error)
+  case cancelled
+
+  var isSuccess: Bool {
+    if case .finished = self { return true }
+    return false
+  }
+}
+
+/// What a completed item hands to the engine: whom to notify and what to run, outside any lock.
+struct Completed {
+  var termination: Termination
+  var dependents: SmallList<AnyWork>
+  var handlers: SmallList<@Sendable () -> Void>
+}
+
+/// What happened when a worker asked an item to run.
+enum Execution {
+  /// The item was no longer ready (cancelled while waiting); the slot is free again.
+  case skipped
+  /// An `async` or callback body took over the slot; it releases it when it completes.
+  case detached
+  /// A synchronous body ran and the item completed; the slot is free again.
+  case completed(Completed)
+}

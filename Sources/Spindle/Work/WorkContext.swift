@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// What a running body can learn about its own work item: its name and whether it was cancelled.
+///
+/// Read ``current`` from inside a body (synchronous, `async` or callback) of a ``WorkQueue``; outside a
+/// body it is `nil`. Long synchronous bodies should poll ``isCancelled`` or call ``checkCancellation()``,
+/// because cancelling running work only asks it to stop. `async` bodies can also rely on Task
+/// cancellation (`Task.isCancelled`, `try Task.checkCancellation()`), which ``AnyWork/cancel()`` triggers.
+///
+/// ```swift
+/// let scan = queue.add(name: "scan") {
+///   var found = 0
+///   for file in files {
+///     try WorkContext.current?.checkCancellation()   // throws CancellationError: the work ends cancelled
+///     found += try count(file)
+///   }
+///   return found
+/// }
+/// ```
+public struct WorkContext: Sendable {
+  let work: AnyWork
+
+  /// The context of the body running on this thread or task, or `nil` outside a body.
+  public static var current: WorkContext? {
+    currentWork.map(WorkContext.init(work:))
+  }
+
+  /// The name of the running work item.
+  public var name: String? { work.name }
+
+  /// The priority of the running work item.
+  public var priority: WorkPriority { work.priority }
+
+  /// The name of the queue running the body.
+  public var queueName: String { work.queue.name }
+
+  /// Whether the work was cancelled (directly or through ``WorkQueue/cancelAll()``) while its body runs.
+  public var isCancelled: Bool { work.isCancellationRequested }
+
+  /// Throws `CancellationError` if the work was cancelled; a body that lets it escape ends as cancelled.
+  public func checkCancellation() throws {
+    if isCancelled { throw CancellationError() }
+  }
+
+  // MARK: - Binding
+
+  /// The work item whose `async` body runs in this task.
+  @TaskLocal static var taskWork: AnyWork?
+
+  /// The work item whose body runs on this thread or task.
+  static var currentWork: AnyWork? {
+    if let work = taskWork { return work }
+    guard let pointer = pthread_getspecific(threadWorkKey) else { return nil }
+    return Unmanaged<AnyWork>.fromOpaque(pointer).takeUnretainedValue()
+  }
+
+  /// Marks `work` as running on this thread; returns what to restore afterwards.
+  static func bind(_ work: AnyWork) -> UnsafeMutableRawPointer? {
+    let saved = pthread_getspecific(threadWorkKey)
+    pthread_setspecific(threadWorkKey, Unmanaged.passUnretained(work).toOpaque())
+    return saved
+  }
+
+  static func restore(_ saved: UnsafeMutableRawPointer?) {
+    pthread_setspecific(threadWorkKey, saved)
+  }
+}
+
+/// The thread-specific slot that holds the work item whose synchronous or callback body runs on a thread.
+private let threadWorkKey: pthread_key_t = {
+  var key = pthread_key_t()
+  let status = pthread_key_create(&key, nil)
+  precondition(status == 0, "Spindle: pthread_key_create failed with \(status)")
+  return key
+}()

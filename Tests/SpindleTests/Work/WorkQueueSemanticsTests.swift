@@ -1,0 +1,302 @@
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import Spindle
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+struct TestError: Error, Equatable {
+  var code: Int
+}
+
+/// A gate a body can block on until the test opens it.
+final class Gate: Sendable {
+  private let semaphore = DispatchSemaphore(value: 0)
+  func open(_ count: Int = 1) { for _ in 0..<count { semaphore.signal() } }
+  func wait() { semaphore.wait() }
+}
+
+/// Blocks until every item of `queue` completes, from async code (the blocking call is `noasync`).
+func waitForAll(_ queue: WorkQueue) {
+  queue.waitUntilAllFinished()
+}
+
+@Suite("WorkQueue semantics")
+struct WorkQueueSemanticsTests {
+  @Test("a failed dependency fails its dependents with the same error, without running them")
+  func failurePropagates() async throws {
+    let queue = WorkQueue(name: "failure")
+    let ran = Atomic<Int>(0)
+    let root: Work<Int> = queue.add(name: "root") { throw TestError(code: 7) }
+    let child = queue.add(name: "child", after: root) { value -> Int in
+      ran.add(1, ordering: .relaxed)
+      return value
+    }
+    let grandchild = queue.add(name: "grandchild", after: child) { value -> Int in
+      ran.add(1, ordering: .relaxed)
+      return value
+    }
+    await #expect(throws: TestError(code: 7)) { try await grandchild.value }
+    await queue.allFinished()
+    #expect(ran.load(ordering: .relaxed) == 0)
+    #expect(root.state == .failed)
+    #expect(child.state == .failed)
+    #expect(grandchild.state == .failed)
+  }
+
+  @Test("cancelling pending work completes it at once and cancels its dependents")
+  func cancelPendingPropagates() async throws {
+    let queue = WorkQueue(name: "cancel")
+    queue.suspend()
+    let ran = Atomic<Int>(0)
+    let root = queue.add(name: "root") { ran.add(1, ordering: .relaxed) }
+    let child = queue.add(name: "child", after: root) { _ in ran.add(1, ordering: .relaxed) }
+    let observer = queue.add(name: "observer", afterResults: child) { result -> Bool in
+      if case .failure(let error) = result { return error is CancellationError }
+      return false
+    }
+    root.cancel()
+    #expect(root.state == .cancelled)
+    #expect(child.state == .cancelled)
+    #expect(root.result != nil)
+    await #expect(throws: CancellationError.self) { try await child.value }
+    queue.resume()
+    #expect(try await observer.value == true)
+    await queue.allFinished()
+    #expect(ran.load(ordering: .relaxed) == 0)
+  }
+
+  @Test("cancelling running work signals the body through its context")
+  func cancelRunningSync() async throws {
+    let queue = WorkQueue(name: "running")
+    let started = Gate()
+    let work = queue.add(name: "spin") { () throws -> Int in
+      started.open()
+      while true {
+        try WorkContext.current!.checkCancellation()
+        usleepShort()
+      }
+    }
+    started.wait()
+    #expect(work.state == .running)
+    work.cancel()
+    await #expect(throws: CancellationError.self) { try await work.value }
+    #expect(work.state == .cancelled)
+  }
+
+  @Test("cancelling running async work cancels its task")
+  func cancelRunningAsync() async throws {
+    let queue = WorkQueue(name: "async")
+    let started = Gate()
+    let work = queue.add(name: "sleeper") { () async throws -> Int in
+      started.open()
+      try await Task.sleep(for: .seconds(60))
+      return 1
+    }
+    await Task.detached { started.wait() }.value
+    work.cancel()
+    await #expect(throws: CancellationError.self) { try await work.value }
+    #expect(work.state == .cancelled)
+  }
+
+  @Test("a cancelled queue: cancelAll cancels pending and running work, new work still runs")
+  func cancelAll() async throws {
+    let queue = WorkQueue(name: "all", maxConcurrent: 1)
+    let started = Gate()
+    let running = queue.add(name: "running") { () throws -> Int in
+      started.open()
+      while !(WorkContext.current?.isCancelled ?? false) { usleepShort() }
+      throw CancellationError()
+    }
+    let pending = (0..<10).map { i in queue.add(after: running) { $0 + i } }
+    await Task.detached { started.wait() }.value
+    queue.cancelAll()
+    for work in pending { #expect(work.state == .cancelled) }
+    await queue.allFinished()
+    #expect(running.state == .cancelled)
+    let after = queue.add { 5 }
+    #expect(try await after.value == 5)
+  }
+
+  @Test("Result inputs run after a failure and see the error")
+  func resultInputs() async throws {
+    let queue = WorkQueue(name: "results")
+    let bad: Work<Int> = queue.add { throw TestError(code: 1) }
+    let good = queue.add { 2 }
+    let summary = queue.add(afterResults: bad, good) { a, b -> String in
+      "\((try? a.get()) ?? -1) \((try? b.get()) ?? -1)"
+    }
+    #expect(try await summary.value == "-1 2")
+  }
+
+  @Test("width is never exceeded, by sync, async and callback bodies")
+  func widthNeverExceeded() async throws {
+    for width in [1, 2, 3] {
+      let queue = WorkQueue(name: "width", maxConcurrent: width)
+      let current = Atomic<Int>(0)
+      let highWater = Atomic<Int>(0)
+      @Sendable func enter() {
+        let now = current.add(1, ordering: .sequentiallyConsistent).newValue
+        highWater.max(now, ordering: .sequentiallyConsistent)
+      }
+      @Sendable func leave() { current.subtract(1, ordering: .sequentiallyConsistent) }
+      for i in 0..<300 {
+        switch i % 3 {
+        case 0:
+          queue.add {
+            enter()
+            usleepShort()
+            leave()
+          }
+        case 1:
+          queue.add { () async in
+            enter()
+            await Task.yield()
+            leave()
+          }
+        default:
+          queue.addCallback { (finish: WorkFinish<Void>) in
+            enter()
+            DispatchQueue.global().async {
+              leave()
+              finish(())
+            }
+          }
+        }
+      }
+      await queue.allFinished()
+      #expect(highWater.load(ordering: .sequentiallyConsistent) <= width)
+      #expect(highWater.load(ordering: .sequentiallyConsistent) >= 1)
+      #expect(queue.unfinishedCount == 0)
+      #expect(queue.runningCount == 0)
+    }
+  }
+
+  @Test("priority order with width 1: highest first, first in first out within a priority")
+  func priorityOrder() async throws {
+    let queue = WorkQueue(name: "priority", maxConcurrent: 1)
+    let order = Mutex<[String]>([])
+    queue.suspend()
+    let plan: [(String, WorkPriority)] = [
+      ("n1", .normal), ("l1", .low), ("h1", .high), ("n2", .normal), ("vh", .veryHigh),
+      ("vl", .veryLow), ("h2", .high), ("l2", .low), ("n3", .normal),
+    ]
+    for (name, priority) in plan {
+      queue.add(name: name, priority: priority) { order.withLock { $0.append(name) } }
+    }
+    #expect(queue.pendingCount == plan.count)
+    queue.resume()
+    await queue.allFinished()
+    #expect(order.withLock { $0 } == ["vh", "h1", "h2", "n1", "n2", "n3", "l1", "l2", "vl"])
+  }
+
+  @Test("dependencies may live on another queue")
+  func crossQueue() async throws {
+    let first = WorkQueue(name: "first", maxConcurrent: 1)
+    let second = WorkQueue(name: "second", maxConcurrent: 2)
+    var last = first.add { 0 }
+    for i in 1...200 {
+      let queue = i % 2 == 0 ? first : second
+      last = queue.add(after: last) { $0 + 1 }
+    }
+    #expect(try await last.value == 200)
+    let failing: Work<Int> = first.add { throw TestError(code: 3) }
+    let dependent = second.add(after: failing) { $0 }
+    await #expect(throws: TestError(code: 3)) { try await dependent.value }
+  }
+
+  @Test("waitUntilAllFinished blocks until everything, including work added by bodies, completes")
+  func waitUntilAllFinished() async throws {
+    let queue = WorkQueue(name: "wait", maxConcurrent: 2)
+    let count = Atomic<Int>(0)
+    for _ in 0..<100 {
+      queue.add {
+        count.add(1, ordering: .relaxed)
+        queue.add { count.add(1, ordering: .relaxed) }
+      }
+    }
+    await Task.detached { waitForAll(queue) }.value
+    #expect(count.load(ordering: .relaxed) == 200)
+    #expect(queue.unfinishedCount == 0)
+  }
+
+  @Test("waitUntilAllFinished from inside a body of the same queue stops with a message")
+  func waitInsideBodyTraps() async {
+    await #expect(processExitsWith: .failure) {
+      let queue = WorkQueue(name: "self-wait", maxConcurrent: 2)
+      queue.add { waitForAll(queue) }
+      waitForAll(queue)
+    }
+  }
+
+  @Test("completion callbacks run exactly once, also when added after completion")
+  func completionCallbacks() async throws {
+    let queue = WorkQueue(name: "callbacks")
+    let work = queue.add { 3 }
+    let calls = Atomic<Int>(0)
+    let observer = DispatchQueue(label: "observer")
+    work.onCompletion(on: observer) { result in
+      if case .success(3) = result { calls.add(1, ordering: .relaxed) }
+    }
+    _ = try await work.value
+    work.onCompletion(on: observer) { result in
+      if case .success(3) = result { calls.add(1, ordering: .relaxed) }
+    }
+    let onMain = await withCheckedContinuation { continuation in
+      work.onMainActorCompletion { result in
+        continuation.resume(returning: (try? result.get()) == 3)
+      }
+    }
+    #expect(onMain)
+    observer.sync {}
+    #expect(calls.load(ordering: .relaxed) == 2)
+    #expect(try work.result?.get() == 3)
+  }
+
+  @Test("finish called twice is reported once and never completes the work twice")
+  func doubleFinish() async throws {
+    let reports = MisuseRecorder.shared
+    let queue = WorkQueue(name: "double")
+    let work: Work<Int> = queue.addCallback(name: "twice-\(UInt64.random(in: 0...UInt64.max))") { finish in
+      finish(1)
+      finish(2)
+      finish(TestError(code: 9))
+    }
+    let completions = Atomic<Int>(0)
+    work.onCompletion(on: .global()) { _ in completions.add(1, ordering: .relaxed) }
+    #expect(try await work.value == 1)
+    await queue.allFinished()
+    let messages = reports.messages(containing: work.name!)
+    #expect(messages.count == 2)
+    #expect(messages.allSatisfy { $0.contains("finish called more than once") })
+    #expect(work.state == .finished)
+    #expect(queue.unfinishedCount == 0 && queue.runningCount == 0)
+  }
+}
+
+/// Collects misuse reports for tests (installed once; tests filter by their own work names).
+final class MisuseRecorder: Sendable {
+  static let shared: MisuseRecorder = {
+    let recorder = MisuseRecorder()
+    WorkQueue.misuseHandler = { message in recorder.record(message) }
+    return recorder
+  }()
+
+  private let storage = Mutex<[String]>([])
+
+  func record(_ message: String) { storage.withLock { $0.append(message) } }
+
+  func messages(containing text: String) -> [String] {
+    storage.withLock { $0.filter { $0.contains(text) } }
+  }
+}
+
+func usleepShort() {
+  var remaining = timespec(tv_sec: 0, tv_nsec: 50_000)
+  _ = nanosleep(&remaining, nil)
+}
