@@ -1,0 +1,180 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// File input and output for images with POSIX calls: whole-file reads and atomic writes.
+///
+/// ``writeAtomically(_:to:replacingExisting:)`` never leaves a partial file at the destination: it
+/// writes a temporary file in the destination's folder (named `.NAME.spindle-tmp-XXXXXXXX`), syncs it,
+/// then renames it over the destination. On any failure the temporary file is removed. A process
+/// killed mid-write can leave temporaries behind; ``temporaryFiles(in:)`` and
+/// ``removeTemporaryFiles(in:)`` find and remove them, and ``removeInFlightTemporaryFiles()`` removes
+/// the ones this process is writing right now (for a Ctrl-C handler).
+///
+/// ```swift
+/// let bytes = try ImageFile.read("in.png")
+/// try ImageFile.writeAtomically(bytes, to: "out/in.png")
+/// ```
+public enum ImageFile {
+  /// The marker inside every temporary file name.
+  public static let temporaryMarker = ".spindle-tmp-"
+
+  /// Reads the whole file at `path`.
+  ///
+  /// Throws ``ImageError/Kind/unreadableFile(reason:)`` (with the system's message) or
+  /// ``ImageError/Kind/emptyFile``; errors name the file.
+  public static func read(_ path: String) throws(ImageError) -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw ImageError(.unreadableFile(reason: systemMessage(errno)), path: path) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw ImageError(.unreadableFile(reason: systemMessage(errno)), path: path) }
+    if (info.st_mode & S_IFMT) == S_IFDIR {
+      throw ImageError(.unreadableFile(reason: "is a directory"), path: path)
+    }
+    var bytes: [UInt8] = []
+    var failure: Int32 = 0
+    // One read sized from fstat, plus one byte to see end-of-file; files that grow (or pipes) loop on.
+    var chunk = max(Int(info.st_size), 0) + 1
+    while true {
+      let start = bytes.count
+      var got = 0
+      bytes.append(contentsOf: repeatElement(0, count: chunk))
+      bytes.withUnsafeMutableBufferPointer { buffer in
+        while got < chunk {
+          let n = systemRead(fd, buffer.baseAddress! + start + got, chunk - got)
+          if n < 0 {
+            if errno == EINTR { continue }
+            failure = errno
+            return
+          }
+          if n == 0 { return }
+          got += n
+        }
+      }
+      bytes.removeLast(chunk - got)
+      if got < chunk || failure != 0 { break }
+      chunk = max(65536, bytes.count)
+    }
+    guard failure == 0 else { throw ImageError(.unreadableFile(reason: systemMessage(failure)), path: path) }
+    guard !bytes.isEmpty else { throw ImageError(.emptyFile, path: path) }
+    return bytes
+  }
+
+  /// Writes `bytes` to `path` atomically: readers see the old file or the complete new one, never a part.
+  ///
+  /// The bytes go to a fresh temporary file next to `path` (created exclusively, permissions from the
+  /// umask), which is `fsync`ed, then renamed to `path`; the folder is synced too. With
+  /// `replacingExisting: false` an existing destination is left alone and
+  /// ``ImageError/Kind/destinationExists`` is thrown (the check and the rename are one atomic `link`).
+  /// On any failure the temporary file is removed and ``ImageError/Kind/writeFailed(reason:)`` names `path`.
+  public static func writeAtomically(
+    _ bytes: [UInt8], to path: String, replacingExisting: Bool = true
+  ) throws(ImageError) {
+    let (folder, name) = split(path)
+    guard !name.isEmpty else { throw ImageError(.writeFailed(reason: "not a file name"), path: path) }
+    var temporary = ""
+    var fd: Int32 = -1
+    for _ in 0..<16 {
+      let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+      temporary = folder + "." + name + temporaryMarker + String(repeating: "0", count: 8 - suffix.count) + suffix
+      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+      if fd >= 0 || errno != EEXIST { break }
+    }
+    guard fd >= 0 else { throw ImageError(.writeFailed(reason: systemMessage(errno)), path: path) }
+    inFlight.withLock { _ = $0.insert(temporary) }
+    defer { inFlight.withLock { _ = $0.remove(temporary) } }
+
+    func fail(_ code: Int32) -> ImageError {
+      unlink(temporary)
+      return ImageError(.writeFailed(reason: systemMessage(code)), path: path)
+    }
+    var code: Int32 = 0
+    bytes.withUnsafeBytes { buffer in
+      var offset = 0
+      while offset < buffer.count {
+        let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+        if n < 0 {
+          if errno == EINTR { continue }
+          code = errno
+          return
+        }
+        offset += n
+      }
+    }
+    if code == 0 && fsync(fd) != 0 { code = errno }
+    if close(fd) != 0 && code == 0 { code = errno }
+    guard code == 0 else { throw fail(code) }
+    if replacingExisting {
+      guard rename(temporary, path) == 0 else { throw fail(errno) }
+    } else {
+      guard link(temporary, path) == 0 else {
+        let linkError = errno
+        unlink(temporary)
+        if linkError == EEXIST { throw ImageError(.destinationExists, path: path) }
+        throw ImageError(.writeFailed(reason: systemMessage(linkError)), path: path)
+      }
+      unlink(temporary)
+    }
+    let folderFD = open(folder.isEmpty ? "." : folder, O_RDONLY | O_CLOEXEC)
+    if folderFD >= 0 {
+      _ = fsync(folderFD)
+      close(folderFD)
+    }
+  }
+
+  /// Paths of leftover temporary files (`.NAME.spindle-tmp-XXXXXXXX`) in `folder`.
+  public static func temporaryFiles(in folder: String) -> [String] {
+    guard let directory = opendir(folder.isEmpty ? "." : folder) else { return [] }
+    defer { closedir(directory) }
+    var found: [String] = []
+    let prefix = folder.isEmpty || folder.hasSuffix("/") ? folder : folder + "/"
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+      }
+      if name.hasPrefix("."), name.contains(temporaryMarker) { found.append(prefix + name) }
+    }
+    return found.sorted()
+  }
+
+  /// Removes leftover temporary files in `folder` and returns how many were removed.
+  @discardableResult
+  public static func removeTemporaryFiles(in folder: String) -> Int {
+    temporaryFiles(in: folder).reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count }
+  }
+
+  /// Removes the temporary files this process is writing at this moment and returns how many.
+  ///
+  /// For a cancellation handler: a write that loses its temporary file this way fails with
+  /// ``ImageError/Kind/writeFailed(reason:)`` and its destination is untouched.
+  @discardableResult
+  public static func removeInFlightTemporaryFiles() -> Int {
+    inFlight.withLock { paths in paths.reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count } }
+  }
+
+  /// Temporary files being written right now.
+  private static let inFlight = Mutex<Set<String>>([])
+
+  /// `("dir/", "name")` from `"dir/name"`; `("", "name")` without a folder.
+  private static func split(_ path: String) -> (folder: String, name: String) {
+    guard let slash = path.lastIndex(of: "/") else { return ("", path) }
+    return (String(path[...slash]), String(path[path.index(after: slash)...]))
+  }
+
+  private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int {
+    #if canImport(Glibc)
+      Glibc.read(fd, buffer, count)
+    #else
+      Darwin.read(fd, buffer, count)
+    #endif
+  }
+
+  static func systemMessage(_ code: Int32) -> String {
+    String(cString: strerror(code))
+  }
+}

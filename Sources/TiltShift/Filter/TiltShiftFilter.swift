@@ -1,0 +1,236 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The playground's tilt-shift effect, made fast: a Gaussian-like blur blended in through a gradient mask.
+///
+/// Output = the original where the mask is clear (weight 0), the blurred image where it is opaque
+/// (weight 255), linearly blended in between; alpha is copied from the original untouched. The blur
+/// is three horizontal then three vertical box blurs of ``TiltShiftParameters/boxWidth`` with edge
+/// extension, each pass rounded to 8 bits — the playground's three `vImageBoxConvolve` calls, split
+/// into separable passes.
+///
+/// Each pass costs O(1) per sample whatever the radius (running sums). Horizontal passes run on row
+/// bands; vertical passes run on column strips, each walking down the rows so that memory is read
+/// row-wise. Rows whose mask weight is 0 (the middle of the clear band) are never blurred. The bands
+/// run concurrently; `bands: 1` runs on the calling thread only. The call blocks until done.
+///
+/// ```swift
+/// let image = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
+/// let output = TiltShiftFilter().apply(to: image)
+/// try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(output), to: "out/IMG_0001.jpg")
+/// ```
+public struct TiltShiftFilter: Sendable {
+  /// The filter's settings.
+  public var parameters: TiltShiftParameters
+
+  /// Creates a filter; the default is the playground's look (``TiltShiftParameters/standard``).
+  public init(parameters: TiltShiftParameters = .standard) {
+    self.parameters = parameters
+  }
+
+  /// The number of processors online, the default number of bands.
+  public static var defaultBandCount: Int {
+    max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+  }
+
+  /// Returns the filtered image; `image` is unchanged. Same size, layout and EXIF as the input.
+  ///
+  /// - Parameter bands: how many pieces each phase is split into to run concurrently (1 = serial).
+  ///   The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
+    let box = parameters.boxWidth
+    guard box > 1 else { return image }
+    let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
+    let pixels = plan.run(image.pixels, bands: max(1, bands))
+    return Image(width: image.width, height: image.height, layout: image.layout, pixels: pixels, exif: image.exif)
+  }
+}
+
+/// Everything one filter run needs, worked out before touching pixels.
+struct TiltShiftPlan {
+  let width: Int
+  let height: Int
+  let channels: Int
+  let hasAlpha: Bool
+  let rowBytes: Int
+  let kernel: BoxKernel
+  /// Weight per row (`rowWeights`) or per byte column (`columnWeights`), by the mask's axis.
+  let rowWeights: [UInt8]?
+  let columnWeights: [UInt8]?
+  /// Output rows that need the blur (`finalRows`), and the rows each earlier pass must produce.
+  let finalRows: [Range<Int>]
+  let secondRows: [Range<Int>]
+  let firstRows: [Range<Int>]
+  let horizontalRows: [Range<Int>]
+
+  init(image: Image, parameters: TiltShiftParameters, kernel: BoxKernel) {
+    width = image.width
+    height = image.height
+    channels = image.layout.channels
+    hasAlpha = image.layout.hasAlpha
+    rowBytes = image.bytesPerRow
+    self.kernel = kernel
+    let orientation = image.exifOrientation ?? 1
+    if orientation >= 5 {
+      // Rotated a quarter turn for display: "top to bottom" runs along the stored columns.
+      let mask = GradientMask(count: width, parameters: parameters, reversed: orientation >= 7)
+      var perByte = [UInt8](repeating: 0, count: rowBytes)
+      for x in 0..<width {
+        for channel in 0..<channels { perByte[x * channels + channel] = mask.weights[x] }
+      }
+      rowWeights = nil
+      columnWeights = perByte
+      finalRows = [0..<height]
+    } else {
+      let mask = GradientMask(count: height, parameters: parameters, reversed: orientation == 3 || orientation == 4)
+      rowWeights = mask.weights
+      columnWeights = nil
+      finalRows = mask.blurredRanges
+    }
+    secondRows = expand(finalRows, by: kernel.radius, limit: height)
+    firstRows = expand(secondRows, by: kernel.radius, limit: height)
+    horizontalRows = expand(firstRows, by: kernel.radius, limit: height)
+  }
+
+  /// Filters `original` and returns the output pixels.
+  func run(_ original: [UInt8], bands: Int) -> [UInt8] {
+    let count = original.count
+    var work = [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
+    var output = [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
+    original.withUnsafeBufferPointer { original in
+      work.withUnsafeMutableBufferPointer { work in
+        output.withUnsafeMutableBufferPointer { output in
+          let source = original.baseAddress!
+          let first = work.baseAddress!
+          let second = output.baseAddress!
+          horizontalPhase(source, into: first, bands: bands)
+          verticalPhase(original: source, work: first, output: second, bands: bands)
+        }
+      }
+    }
+    return output
+  }
+
+  /// Three horizontal passes over every row in `horizontalRows`, split into row bands.
+  private func horizontalPhase(
+    _ source: UnsafePointer<UInt8>, into destination: UnsafeMutablePointer<UInt8>, bands: Int
+  ) {
+    let shared = (SharedPointer(UnsafeMutablePointer(mutating: source)), SharedPointer(destination))
+    let rows = horizontalRows.flatMap { $0 }
+    let pieces = min(bands, max(1, rows.count))
+    parallelBands(count: pieces) { piece in
+      let (source, destination) = (UnsafePointer(shared.0.pointer), shared.1.pointer)
+      let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: 2 * rowBytes)
+      defer { scratch.deallocate() }
+      let start = rows.count * piece / pieces
+      let end = rows.count * (piece + 1) / pieces
+      for index in start..<end {
+        let y = rows[index]
+        kernel.blurRow(
+          source + y * rowBytes, destination + y * rowBytes, width: width, channels: channels, scratch: scratch)
+      }
+    }
+  }
+
+  /// The byte width of the column runs one vertical pass updates at a time (sums stay in the L1 cache).
+  static let runBytes = 2048
+
+  /// Three vertical passes and the blend, on column strips; every strip is independent.
+  ///
+  /// `work` holds the horizontal result; passes go work → output → work → output, then the output
+  /// rows are blended with the original in place (or copied from it where the mask is clear).
+  private func verticalPhase(
+    original: UnsafePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, output: UnsafeMutablePointer<UInt8>, bands: Int
+  ) {
+    let pieces = min(bands, max(1, rowBytes / 64))
+    let clearRows = complement(finalRows, limit: height)
+    let shared = (SharedPointer(UnsafeMutablePointer(mutating: original)), SharedPointer(work), SharedPointer(output))
+    parallelBands(count: pieces) { piece in
+      let (original, work, output) = (UnsafePointer(shared.0.pointer), shared.1.pointer, shared.2.pointer)
+      // Strip boundaries on 64-byte multiples, so no two strips share a cache line.
+      let lines = (rowBytes + 63) / 64
+      let start = min(rowBytes, lines * piece / pieces * 64)
+      let end = piece == pieces - 1 ? rowBytes : min(rowBytes, lines * (piece + 1) / pieces * 64)
+      guard start < end else { return }
+      let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: Self.runBytes)
+      defer { sums.deallocate() }
+      var runStart = start
+      while runStart < end {
+        let columns = runStart..<min(end, runStart + Self.runBytes)
+        for rows in firstRows {
+          kernel.blurColumns(
+            work, output, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
+        }
+        for rows in secondRows {
+          kernel.blurColumns(
+            output, work, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
+        }
+        for rows in finalRows {
+          kernel.blurColumns(
+            work, output, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
+          for y in rows { blend(original: original, output: output, row: y, columns: columns) }
+        }
+        for rows in clearRows {
+          for y in rows {
+            (output + y * rowBytes + columns.lowerBound).update(
+              from: original + y * rowBytes + columns.lowerBound, count: columns.count)
+          }
+        }
+        runStart = columns.upperBound
+      }
+    }
+  }
+
+  /// Mixes the original into the blurred samples of one row's `columns`, in place; restores alpha.
+  private func blend(
+    original: UnsafePointer<UInt8>, output: UnsafeMutablePointer<UInt8>, row y: Int, columns: Range<Int>
+  ) {
+    let source = original + y * rowBytes
+    let target = output + y * rowBytes
+    if let rowWeights {
+      let weight = UInt32(rowWeights[y])
+      if weight != 255 {
+        let keep = 255 - weight
+        for x in columns {
+          target[x] = Self.mix(UInt32(source[x]), keep, UInt32(target[x]), weight)
+        }
+      }
+    } else if let columnWeights {
+      columnWeights.withUnsafeBufferPointer { weights in
+        for x in columns {
+          let weight = UInt32(weights[x])
+          target[x] = Self.mix(UInt32(source[x]), 255 - weight, UInt32(target[x]), weight)
+        }
+      }
+    }
+    if hasAlpha {
+      var x = columns.lowerBound + (channels - 1 - columns.lowerBound % channels)
+      while x < columns.upperBound {
+        target[x] = source[x]
+        x += channels
+      }
+    }
+  }
+
+  /// `(a·wa + b·wb) / 255` rounded, for `wa + wb == 255`: exact division by 255 without a divide.
+  @inline(__always)
+  static func mix(_ a: UInt32, _ wa: UInt32, _ b: UInt32, _ wb: UInt32) -> UInt8 {
+    let x = a &* wa &+ b &* wb &+ 127
+    return UInt8(truncatingIfNeeded: (x &+ 1 &+ (x &>> 8)) &>> 8)
+  }
+}
+
+/// The parts of `0..<limit` not covered by the sorted, disjoint `ranges`.
+func complement(_ ranges: [Range<Int>], limit: Int) -> [Range<Int>] {
+  var result: [Range<Int>] = []
+  var next = 0
+  for range in ranges {
+    if range.lowerBound > next { result.append(next..<range.lowerBound) }
+    next = max(next, range.upperBound)
+  }
+  if next < limit { result.append(next..<limit) }
+  return result
+}

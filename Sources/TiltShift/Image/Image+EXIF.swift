@@ -1,0 +1,49 @@
+extension Image {
+  /// The EXIF orientation tag (1...8) from ``exif``, or nil when there is none or it is unreadable.
+  ///
+  /// 1 is upright; 3 is upside down; 6 and 8 are quarter turns (portrait phone photos); 2, 4, 5 and 7
+  /// are mirrored variants. The pixels are stored as shot; viewers apply the rotation.
+  public var exifOrientation: Int? {
+    guard let exif else { return nil }
+    return EXIFReader(exif).orientation
+  }
+}
+
+/// A bounds-checked reader of the TIFF structure inside an EXIF APP1 payload.
+struct EXIFReader {
+  private let bytes: [UInt8]
+
+  init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+  /// Tag 0x0112 of IFD0, when present and in 1...8.
+  var orientation: Int? {
+    let tiff = 6  // after "Exif\0\0"
+    guard bytes.count >= tiff + 8, bytes[0..<6].elementsEqual(Array("Exif".utf8) + [0, 0]) else { return nil }
+    let little: Bool
+    switch (bytes[tiff], bytes[tiff + 1]) {
+    case (0x49, 0x49): little = true
+    case (0x4D, 0x4D): little = false
+    default: return nil
+    }
+    func u16(_ at: Int) -> Int? {
+      guard at >= 0, at + 2 <= bytes.count else { return nil }
+      let a = Int(bytes[at])
+      let b = Int(bytes[at + 1])
+      return little ? a | b << 8 : a << 8 | b
+    }
+    func u32(_ at: Int) -> Int? {
+      guard let low = u16(little ? at : at + 2), let high = u16(little ? at + 2 : at) else { return nil }
+      return low | high << 16
+    }
+    guard u16(tiff + 2) == 42, let ifd = u32(tiff + 4), let entries = u16(tiff + ifd) else { return nil }
+    for index in 0..<entries {
+      let entry = tiff + ifd + 2 + index * 12
+      guard let tag = u16(entry) else { return nil }
+      if tag == 0x0112 {
+        guard u16(entry + 2) == 3, let value = u16(entry + 8), (1...8).contains(value) else { return nil }
+        return value
+      }
+    }
+    return nil
+  }
+}

@@ -1,0 +1,111 @@
+import Testing
+
+@testable import TiltShift
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A fresh folder under /tmp, removed (with its files) when the value is released.
+final class TemporaryFolder {
+  let path: String
+
+  init() throws {
+    var template = Array("/tmp/tiltshift-tests-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw ImageError(.writeFailed(reason: "mkdtemp failed")) }
+    path = String(cString: made)
+  }
+
+  func files() -> [String] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+  }
+
+  deinit {
+    for name in files() {
+      let full = path + "/" + name
+      if unlink(full) != 0 { rmdir(full) }
+    }
+    rmdir(path)
+  }
+}
+
+@Suite("Image files")
+struct ImageFileTests {
+  @Test func writeAtomicallyWritesTheBytesAndNoTemporary() throws {
+    let folder = try TemporaryFolder()
+    let path = folder.path + "/out.png"
+    try ImageFile.writeAtomically([1, 2, 3], to: path)
+    #expect(try ImageFile.read(path) == [1, 2, 3])
+    try ImageFile.writeAtomically([4, 5], to: path)
+    #expect(try ImageFile.read(path) == [4, 5])
+    #expect(folder.files() == ["out.png"])
+    #expect(ImageFile.temporaryFiles(in: folder.path).isEmpty)
+  }
+
+  @Test func aFailedRenameLeavesNoTemporary() throws {
+    let folder = try TemporaryFolder()
+    let path = folder.path + "/taken.jpg"
+    #expect(mkdir(path, 0o755) == 0)  // a folder where the file should go: rename fails
+    do {
+      try ImageFile.writeAtomically([1, 2, 3], to: path)
+      Issue.record("expected a write failure")
+    } catch {
+      guard case .writeFailed = error.kind else {
+        Issue.record("unexpected \(error)")
+        return
+      }
+      #expect(error.path == path)
+    }
+    #expect(folder.files() == ["taken.jpg"])
+  }
+
+  @Test func aMissingFolderIsAnError() throws {
+    let folder = try TemporaryFolder()
+    #expect(throws: ImageError.self) { try ImageFile.writeAtomically([1], to: folder.path + "/nope/out.jpg") }
+    #expect(folder.files().isEmpty)
+  }
+
+  @Test func notReplacingKeepsTheExistingFile() throws {
+    let folder = try TemporaryFolder()
+    let path = folder.path + "/keep.png"
+    try ImageFile.writeAtomically([9], to: path)
+    do {
+      try ImageFile.writeAtomically([1, 2], to: path, replacingExisting: false)
+      Issue.record("expected destinationExists")
+    } catch {
+      #expect(error.kind == .destinationExists)
+    }
+    #expect(try ImageFile.read(path) == [9])
+    #expect(folder.files() == ["keep.png"])
+    try ImageFile.writeAtomically([3], to: folder.path + "/new.png", replacingExisting: false)
+    #expect(folder.files() == ["keep.png", "new.png"])
+  }
+
+  @Test func leftoverTemporariesAreFoundAndRemoved() throws {
+    let folder = try TemporaryFolder()
+    try ImageFile.writeAtomically([1], to: folder.path + "/a.jpg")
+    let leftover = folder.path + "/.b.jpg.spindle-tmp-0badf00d"
+    let fd = open(leftover, O_WRONLY | O_CREAT, 0o644)
+    #expect(fd >= 0)
+    close(fd)
+    #expect(ImageFile.temporaryFiles(in: folder.path) == [leftover])
+    #expect(ImageFile.removeTemporaryFiles(in: folder.path) == 1)
+    #expect(folder.files() == ["a.jpg"])
+  }
+
+  @Test func readsLargeFilesWhole() throws {
+    let folder = try TemporaryFolder()
+    let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    try ImageFile.writeAtomically(bytes, to: folder.path + "/big.bin")
+    #expect(try ImageFile.read(folder.path + "/big.bin") == bytes)
+  }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-@testable import TiltShift
-
-@Test func spindleFoundationLinks() { #expect(Bool(true)) }

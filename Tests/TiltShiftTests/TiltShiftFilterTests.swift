@@ -1,0 +1,184 @@
+import Testing
+
+@testable import TiltShift
+
+/// A plain, slow tilt-shift written from the definition: direct window sums, no running sums, no bands.
+private func referenceTiltShift(_ image: Image, _ parameters: TiltShiftParameters) -> [UInt8] {
+  let (w, h, c) = (image.width, image.height, image.layout.channels)
+  let d = parameters.boxWidth
+  let r = d / 2
+  var a = image.pixels
+  func horizontal(_ p: [UInt8]) -> [UInt8] {
+    var out = p
+    for y in 0..<h {
+      for x in 0..<w {
+        for ch in 0..<c {
+          var sum = 0
+          for k in -r...r { sum += Int(p[(y * w + min(max(x + k, 0), w - 1)) * c + ch]) }
+          out[(y * w + x) * c + ch] = UInt8((sum + r) / d)
+        }
+      }
+    }
+    return out
+  }
+  func vertical(_ p: [UInt8]) -> [UInt8] {
+    var out = p
+    for y in 0..<h {
+      for x in 0..<w {
+        for ch in 0..<c {
+          var sum = 0
+          for k in -r...r { sum += Int(p[(min(max(y + k, 0), h - 1) * w + x) * c + ch]) }
+          out[(y * w + x) * c + ch] = UInt8((sum + r) / d)
+        }
+      }
+    }
+    return out
+  }
+  if d > 1 {
+    a = horizontal(horizontal(horizontal(a)))
+    a = vertical(vertical(vertical(a)))
+  }
+  let b0 = parameters.clearBand.lowerBound
+  let b1 = parameters.clearBand.upperBound
+  let mid = (b0 + b1) / 2
+  let inner = parameters.innerIntensity
+  var out = image.pixels
+  for y in 0..<h {
+    let t = (Double(y) + 0.5) / Double(h)
+    let level: Double
+    if t <= b0 {
+      level = 1 + (inner - 1) * t / b0
+    } else if t <= mid {
+      level = inner - inner * (t - b0) / (mid - b0)
+    } else if t <= b1 {
+      level = inner * (t - mid) / (b1 - mid)
+    } else {
+      level = inner + (1 - inner) * (t - b1) / (1 - b1)
+    }
+    let m = Int((level * 255).rounded())
+    for i in (y * w * c)..<((y + 1) * w * c) {
+      if image.layout.hasAlpha && i % c == c - 1 { continue }
+      out[i] = UInt8((Int(image.pixels[i]) * (255 - m) + Int(a[i]) * m + 127) / 255)
+    }
+  }
+  return d > 1 ? out : image.pixels
+}
+
+@Suite("TiltShift filter")
+struct TiltShiftFilterTests {
+  @Test(arguments: [0.5, 1, 2.5, 6, 20])
+  func matchesTheReference(radius: Double) throws {
+    let parameters = try TiltShiftParameters(radius: radius)
+    for (width, height, layout) in [(37, 23, Image.Layout.rgb), (19, 41, .rgba), (13, 7, .gray), (5, 64, .grayAlpha)] {
+      let image = TestImages.noise(width: width, height: height, layout: layout)
+      let expected = referenceTiltShift(image, parameters)
+      for bands in [1, 3] {
+        let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: bands)
+        #expect(output.pixels == expected, "\(width)x\(height) \(layout), radius \(radius), \(bands) bands")
+        #expect(output.width == width && output.height == height && output.layout == layout)
+      }
+    }
+  }
+
+  @Test func matchesTheReferenceWithOtherMasks() throws {
+    let image = TestImages.noise(width: 31, height: 29, layout: .rgb, seed: 3)
+    for (band, inner) in [(0.0...1.0, 0.3), (0.2...0.3, 1.0), (0.5...0.5, 0.0), (0.1...0.9, 0.0)] {
+      let parameters = try TiltShiftParameters(radius: 3, clearBand: band, innerIntensity: inner)
+      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+      #expect(output.pixels == referenceTiltShift(image, parameters), "band \(band) inner \(inner)")
+    }
+  }
+
+  @Test func wideBandsAndTallImagesAgreeAcrossBandCounts() throws {
+    // Wider than one 2048-byte column run, so strips are split into several runs.
+    let image = TestImages.noise(width: 1500, height: 40, layout: .rgb)
+    let filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 4))
+    let serial = filter.apply(to: image, bands: 1)
+    #expect(filter.apply(to: image, bands: 2).pixels == serial.pixels)
+    #expect(filter.apply(to: image, bands: 7).pixels == serial.pixels)
+    #expect(serial.pixels != image.pixels)
+  }
+
+  @Test func aFlatImageStaysFlat() {
+    for layout in Image.Layout.allCases {
+      let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)
+      #expect(TiltShiftFilter().apply(to: image, bands: 2).pixels == image.pixels)
+    }
+  }
+
+  @Test func theClearBandIsUnchanged() throws {
+    let image = TestImages.noise(width: 40, height: 100, layout: .rgb)
+    let parameters = try TiltShiftParameters(radius: 5, clearBand: 0.35...0.65, innerIntensity: 0)
+    let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+    let rowBytes = image.bytesPerRow
+    // Rows whose centres lie strictly inside the band have weight 0.
+    #expect(output.pixels[36 * rowBytes..<64 * rowBytes] == image.pixels[36 * rowBytes..<64 * rowBytes])
+    #expect(output.pixels[0..<10 * rowBytes] != image.pixels[0..<10 * rowBytes])
+    #expect(output.pixels[90 * rowBytes..<100 * rowBytes] != image.pixels[90 * rowBytes..<100 * rowBytes])
+  }
+
+  @Test func alphaIsUnchanged() {
+    for layout in [Image.Layout.rgba, .grayAlpha] {
+      let image = TestImages.noise(width: 65, height: 30, layout: layout)
+      let output = TiltShiftFilter().apply(to: image, bands: 3)
+      let c = layout.channels
+      let alphaIn = stride(from: c - 1, to: image.pixels.count, by: c).map { image.pixels[$0] }
+      let alphaOut = stride(from: c - 1, to: output.pixels.count, by: c).map { output.pixels[$0] }
+      #expect(alphaIn == alphaOut)
+      #expect(output.pixels != image.pixels)
+    }
+  }
+
+  @Test func exifIsCarriedAndRotationTurnsTheBand() throws {
+    var image = TestImages.noise(width: 60, height: 40, layout: .gray)
+    let parameters = try TiltShiftParameters(radius: 3, innerIntensity: 0)
+    image.exif = TestImages.exif(orientation: 6)
+    #expect(image.exifOrientation == 6)
+    let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+    #expect(output.exif == image.exif)
+    // Displayed a quarter turn round: the clear band is the middle columns of the stored pixels.
+    for y in 0..<40 {
+      #expect(output[30, y] == image[30, y])
+      #expect(output[2, y] != image[2, y] || output[57, y] != image[57, y])
+    }
+  }
+
+  @Test func zeroRadiusReturnsTheImage() throws {
+    let image = TestImages.noise(width: 9, height: 9, layout: .rgb)
+    #expect(TiltShiftFilter(parameters: try TiltShiftParameters(radius: 0)).apply(to: image) == image)
+  }
+
+  @Test func boxWidthFollowsTheSeedFormula() throws {
+    #expect(try TiltShiftParameters(radius: 6).boxWidth == 11)
+    #expect(try TiltShiftParameters(radius: 18).boxWidth == 35)
+    #expect(try TiltShiftParameters(radius: 1).boxWidth == 3)
+    #expect(TiltShiftParameters.standard.boxWidth == 35)
+  }
+
+  @Test func badParametersAreRefused() {
+    #expect(throws: ImageError.self) { try TiltShiftParameters(radius: -1) }
+    #expect(throws: ImageError.self) { try TiltShiftParameters(radius: .nan) }
+    #expect(throws: ImageError.self) { try TiltShiftParameters(radius: 1e6) }
+    #expect(throws: ImageError.self) { try TiltShiftParameters(clearBand: -0.1...0.5) }
+    #expect(throws: ImageError.self) { try TiltShiftParameters(innerIntensity: 2) }
+  }
+
+  @Test func averageAndMixAreExact() {
+    for width in [1, 3, 35, 257, 4095, 65535] {
+      let kernel = BoxKernel(width: width)
+      var sum = 0
+      while sum <= 255 * width {
+        #expect(Int(kernel.average(UInt32(sum))) == (sum + width / 2) / width)
+        sum += max(1, width / 7)
+      }
+    }
+    for a in stride(from: 0, through: 255, by: 5) {
+      for b in stride(from: 0, through: 255, by: 3) {
+        for w in [0, 1, 127, 128, 254, 255] {
+          let expected = (a * (255 - w) + b * w + 127) / 255
+          #expect(Int(TiltShiftPlan.mix(UInt32(a), UInt32(255 - w), UInt32(b), UInt32(w))) == expected)
+        }
+      }
+    }
+  }
+}
