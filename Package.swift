@@ -41,6 +41,6 @@ let package = Package(
       swiftSettings: strict
     ),
     .testTarget(name: "TiltShiftTests", dependencies: ["TiltShift", "Spindle"], swiftSettings: strict),
-    .testTarget(name: "SpindleCLITests", dependencies: ["TiltShift"], swiftSettings: strict),
+    .testTarget(name: "SpindleCLITests", dependencies: ["TiltShift", "spindle"], swiftSettings: strict),
   ]
 )

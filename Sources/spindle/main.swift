@@ -1,19 +1,53 @@
 import Foundation
 
-let usage = """
-  USAGE: spindle <subcommand>
+/// The `spindle` command-line tool: the proof that Spindle works on a real job.
+enum Spindle {
+  static let version = "0.1.0"
 
-  SUBCOMMANDS:
-    demo        Run the tilt-shift pipeline on sample images it makes itself (not yet built).
-  """
+  static let spec = CommandSpec(
+    name: "spindle",
+    abstract: "Concurrent work for Swift, proven on a tilt-shift image pipeline.",
+    discussion: """
+      SUBCOMMANDS:
+        demo        Make sample images and run the tilt-shift pipeline serially and concurrently.
+        tiltshift   Apply a tilt-shift filter to JPEG/PNG photos in batch.
+        tour        Walk through the concurrency playground as runnable scenarios.
+        bench       Measure Spindle against Foundation, Dispatch and TaskGroup.
 
-let arguments = Array(CommandLine.arguments.dropFirst())
-switch arguments.first {
-case "demo":
-  print("spindle demo: not yet — the tilt-shift pipeline lands with the TiltShift and CLI issues.")
-case nil, "--help", "-h", "help":
-  print(usage)
-default:
-  FileHandle.standardError.write(Data("error: unknown subcommand '\(arguments[0])'\n\n\(usage)\n".utf8))
-  exit(2)
+        See 'spindle <subcommand> --help' for details.
+      """,
+    positionals: [("subcommand", "demo, tiltshift, tour or bench.", false, true)],
+    options: [OptionSpec(name: "version", help: "Show the version.")]
+  )
+
+  static func main() async -> Int32 {
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    do {
+      guard let first = arguments.first else {
+        Terminal.out(spec.help)
+        return 0
+      }
+      arguments.removeFirst()
+      switch first {
+      case "demo": return try await DemoCommand.run(arguments)
+      case "tiltshift": return try await TiltShiftCommand.run(arguments)
+      case "tour": return try TourCommand.run(arguments)
+      case "bench": return try await BenchCommand.run(arguments)
+      case "--version": Terminal.out(version)
+      case "--help", "-h", "help": Terminal.out(spec.help)
+      default:
+        throw UsageError(message: "unknown subcommand '\(first)'", usage: spec.usage)
+      }
+      return 0
+    } catch let error as UsageError {
+      Terminal.error(error.description)
+      Terminal.error("See 'spindle --help'.")
+      return 2
+    } catch {
+      Terminal.error("error: \(error)")
+      return 1
+    }
+  }
 }
+
+exit(await Spindle.main())

@@ -1,0 +1,81 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Where output goes and how it may look: colours only on a terminal and never with `NO_COLOR`.
+enum Terminal {
+  static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1
+  static let stderrIsTerminal = isatty(STDERR_FILENO) == 1
+  static let colorAllowed: Bool = {
+    let noColor = ProcessInfo.processInfo.environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+    return !noColor && ProcessInfo.processInfo.environment["TERM"] != "dumb"
+  }()
+
+  enum Style: String {
+    case bold = "1"
+    case dim = "2"
+    case red = "31"
+    case green = "32"
+    case yellow = "33"
+    case cyan = "36"
+  }
+
+  /// `text` wrapped in an ANSI style when stdout (or stderr, with `forError`) is a colour terminal.
+  static func styled(_ text: String, _ style: Style, forError: Bool = false) -> String {
+    let terminal = forError ? stderrIsTerminal : stdoutIsTerminal
+    guard terminal, colorAllowed else { return text }
+    return "\u{1B}[\(style.rawValue)m\(text)\u{1B}[0m"
+  }
+
+  /// Writes to standard error without buffering.
+  static func error(_ text: String) {
+    var line = text
+    if !line.hasSuffix("\n") { line += "\n" }
+    FileHandle.standardError.write(Data(line.utf8))
+  }
+
+  /// Writes `text` to standard error with no newline (progress lines redraw in place).
+  static func rawError(_ text: String) {
+    FileHandle.standardError.write(Data(text.utf8))
+  }
+
+  /// Prints to standard output and flushes, so lines interleave correctly with stderr.
+  static func out(_ text: String) {
+    print(text)
+    fflush(nil)
+  }
+
+  /// The terminal width, or 80 when it cannot be told.
+  static var width: Int {
+    var size = winsize()
+    if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 20 { return Int(size.ws_col) }
+    return 80
+  }
+}
+
+/// Human formatting helpers shared by the commands.
+enum Format {
+  static func seconds(_ value: Double) -> String {
+    if value < 1 { return String(format: "%.0f ms", value * 1000) }
+    if value < 90 { return String(format: "%.2f s", value) }
+    let minutes = Int(value) / 60
+    return "\(minutes)m\(String(format: "%02d", Int(value) % 60))s"
+  }
+
+  static func megapixels(_ pixels: Int) -> String { String(format: "%.1f MP", Double(pixels) / 1e6) }
+
+  static func bytes(_ count: Int) -> String {
+    let units = ["B", "KB", "MB", "GB"]
+    var value = Double(count)
+    var unit = 0
+    while value >= 1000, unit < units.count - 1 {
+      value /= 1000
+      unit += 1
+    }
+    return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+  }
+}

@@ -1,5 +1,0 @@
-import Testing
-
-import TiltShift
-
-@Test func spindleFoundationLinks() { #expect(Bool(true)) }

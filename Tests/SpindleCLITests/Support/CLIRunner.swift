@@ -1,0 +1,76 @@
+import Foundation
+
+/// Runs the built `spindle` binary and captures what it did.
+struct CLIResult {
+  var status: Int32
+  var stdout: String
+  var stderr: String
+}
+
+enum CLI {
+  /// The `spindle` executable next to the test bundle in the build folder.
+  static var binary: URL {
+    var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 {
+      let candidate = folder.appendingPathComponent("spindle")
+      if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+      folder.deleteLastPathComponent()
+    }
+    return Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("spindle")
+  }
+
+  /// Starts `spindle arguments...`; the caller may signal it before waiting.
+  static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    env["NO_COLOR"] = "1"
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    return (process, out, err)
+  }
+
+  /// Runs `spindle arguments...` to completion (killing it after `timeout` seconds).
+  static func run(
+    _ arguments: [String],
+    environment: [String: String] = [:],
+    timeout: Double = 120
+  ) throws -> CLIResult {
+    let (process, out, err) = try start(arguments, environment: environment)
+    return wait(process, out, err, timeout: timeout)
+  }
+
+  static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) -> CLIResult {
+    // Drain the pipes concurrently so a chatty child never blocks on a full pipe.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var stdoutData = Data()
+    nonisolated(unsafe) var stderrData = Data()
+    DispatchQueue.global().async(group: group) { stdoutData = out.fileHandleForReading.readDataToEndOfFile() }
+    DispatchQueue.global().async(group: group) { stderrData = err.fileHandleForReading.readDataToEndOfFile() }
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning, Date() < deadline { usleep(10_000) }
+    if process.isRunning { process.terminate() }
+    process.waitUntilExit()
+    group.wait()
+    return CLIResult(
+      status: process.terminationStatus,
+      stdout: String(decoding: stdoutData, as: UTF8.self),
+      stderr: String(decoding: stderrData, as: UTF8.self)
+    )
+  }
+
+  /// A fresh temporary folder for one test.
+  static func temporaryFolder(_ name: String = #function) throws -> URL {
+    let url = FileManager.default.temporaryDirectory
+      .appendingPathComponent("spindle-cli-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+  }
+}
