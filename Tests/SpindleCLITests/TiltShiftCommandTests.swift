@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+import TiltShift
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// End-to-end tests: they run the built `spindle` binary as a user would.
+@Suite(.serialized) struct TiltShiftCommandTests {
+  /// Writes a small sample photo as JPEG or PNG.
+  static func writePhoto(_ path: URL, seed: UInt64, format: ImageFormat = .jpeg, width: Int = 160, height: Int = 120)
+    throws
+  {
+    let image = SamplePhoto(seed: seed).render(width: width, height: height)
+    let bytes = try ImageEncoder(format: format).encode(image)
+    try Data(bytes).write(to: path)
+  }
+
+  static func files(in folder: URL) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+  }
+
+  @Test func mixedFolderProcessesGoodFilesAndReportsEachBadOne() throws {
+    let root = try CLI.temporaryFolder()
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    try Self.writePhoto(inputs.appendingPathComponent("good1.jpg"), seed: 1)
+    try Self.writePhoto(inputs.appendingPathComponent("good2.png"), seed: 2, format: .png)
+    // A JPEG cut off in the middle of its data, a text file posing as PNG, an empty file.
+    let whole = try ImageEncoder(format: .jpeg).encode(SamplePhoto(seed: 3).render(width: 160, height: 120))
+    try Data(whole.prefix(whole.count / 3)).write(to: inputs.appendingPathComponent("corrupt.jpg"))
+    try Data("just some text\n".utf8).write(to: inputs.appendingPathComponent("text.png"))
+    try Data().write(to: inputs.appendingPathComponent("empty.jpg"))
+    try Data("notes".utf8).write(to: inputs.appendingPathComponent("readme.txt"))
+
+    let result = try CLI.run(["tiltshift", inputs.path, "-o", outputs.path, "--radius", "4"])
+
+    #expect(result.status == 1, "some files failed, so exit 1: \(result.stderr)")
+    for bad in ["corrupt.jpg", "text.png", "empty.jpg"] {
+      #expect(result.stderr.contains(bad), "\(bad) must be reported: \(result.stderr)")
+    }
+    #expect(!result.stderr.contains("readme.txt"), "non-image extensions are not inputs")
+    let written = try Self.files(in: outputs)
+    #expect(written == ["good1-tiltshift.jpg", "good2-tiltshift.png"], "only complete outputs, no temp files: \(written)")
+    let decoded = try ImageDecoder().decode(contentsOf: outputs.appendingPathComponent("good2-tiltshift.png").path)
+    #expect(decoded.width == 160 && decoded.height == 120)
+    #expect(result.stderr.contains("2 written"))
+  }
+
+  @Test func refusesToOverwriteInputsOrExistingOutputs() throws {
+    let root = try CLI.temporaryFolder()
+    let photo = root.appendingPathComponent("photo.jpg")
+    try Self.writePhoto(photo, seed: 4)
+    let before = try Data(contentsOf: photo)
+
+    let sameName = try CLI.run(["tiltshift", photo.path, "-o", root.path, "--suffix", ""])
+    #expect(sameName.status == 1)
+    #expect(sameName.stderr.contains("would overwrite an input"))
+    #expect(try Data(contentsOf: photo) == before, "the input is untouched")
+
+    let out = root.appendingPathComponent("out")
+    #expect(try CLI.run(["tiltshift", photo.path, "-o", out.path]).status == 0)
+    let again = try CLI.run(["tiltshift", photo.path, "-o", out.path])
+    #expect(again.status == 1)
+    #expect(again.stderr.contains("--overwrite"))
+    #expect(try CLI.run(["tiltshift", photo.path, "-o", out.path, "--overwrite"]).status == 0)
+  }
+
+  @Test func shardsAreDisjointAndCoverTheInput() throws {
+    let root = try CLI.temporaryFolder()
+    let inputs = root.appendingPathComponent("in")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let names = (0..<7).map { "p\($0).jpg" }
+    for (index, name) in names.enumerated() {
+      try Self.writePhoto(inputs.appendingPathComponent(name), seed: UInt64(index), width: 48, height: 32)
+    }
+    var seen: [String] = []
+    for shard in 1...3 {
+      let out = root.appendingPathComponent("out\(shard)")
+      let result = try CLI.run(["tiltshift", inputs.path, "-o", out.path, "--shard", "\(shard)/3", "--json"])
+      #expect(result.status == 0, "\(result.stderr)")
+      let object = try #require(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+      let files = try #require(object["files"] as? [[String: Any]])
+      seen += files.compactMap { ($0["input"] as? String).map { URL(fileURLWithPath: $0).lastPathComponent } }
+      #expect(files.allSatisfy { $0["status"] as? String == "ok" })
+    }
+    #expect(seen.sorted() == names.sorted(), "every input exactly once across the shards: \(seen)")
+  }
+
+  @Test func badUsageExitsTwoWithUsage() throws {
+    let cases: [([String], String)] = [
+      (["tiltshift", "x.jpg"], "--output"),
+      (["tiltshift", "x.jpg", "-o", "/tmp/x", "--radius", "abc"], "--radius"),
+      (["tiltshift", "x.jpg", "-o", "/tmp/x", "--jobs=0"], "--jobs"),
+      (["tiltshift", "x.jpg", "-o", "/tmp/x", "--shard", "4/3"], "--shard"),
+      (["tiltshift", "x.jpg", "-o", "/tmp/x", "--format", "gif"], "--format"),
+      (["tiltshift", "x.jpg", "-o", "/tmp/x", "--bogus"], "--bogus"),
+      (["tiltshift"], "<inputs>"),
+      (["frobnicate"], "frobnicate"),
+      (["demo", "--size", "3x3"], "--size"),
+    ]
+    for (arguments, mention) in cases {
+      let result = try CLI.run(arguments)
+      #expect(result.status == 2, "\(arguments) should be bad usage")
+      #expect(result.stderr.contains(mention), "\(arguments): error should name \(mention): \(result.stderr)")
+      #expect(result.stderr.contains("USAGE:"), "\(arguments): usage shown")
+    }
+  }
+
+  @Test func helpAndVersion() throws {
+    let help = try CLI.run(["--help"])
+    #expect(help.status == 0)
+    for subcommand in ["demo", "tiltshift", "tour", "bench"] { #expect(help.stdout.contains(subcommand)) }
+    for subcommand in ["demo", "tiltshift", "tour", "bench"] {
+      let result = try CLI.run([subcommand, "--help"])
+      #expect(result.status == 0)
+      #expect(result.stdout.contains("USAGE: spindle \(subcommand)"))
+    }
+    let version = try CLI.run(["--version"])
+    #expect(version.status == 0)
+    #expect(version.stdout.split(separator: ".").count == 3)
+  }
+
+  @Test func interruptLeavesOnlyCompleteOutputsAndExits130() throws {
+    for interrupts in [1, 2] {
+      let root = try CLI.temporaryFolder()
+      let inputs = root.appendingPathComponent("in")
+      let outputs = root.appendingPathComponent("out")
+      try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+      let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 9).render(width: 640, height: 480))
+      for index in 0..<40 {
+        try Data(photo).write(to: inputs.appendingPathComponent(String(format: "p%02d.png", index)))
+      }
+      let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
+      // Wait until the first output exists, so the interrupt lands mid-batch.
+      let deadline = Date().addingTimeInterval(60)
+      while Date() < deadline, process.isRunning,
+        (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
+      {
+        usleep(5_000)
+      }
+      for _ in 0..<interrupts {
+        kill(process.processIdentifier, SIGINT)
+        usleep(20_000)
+      }
+      let result = CLI.wait(process, out, err, timeout: 60)
+      #expect(result.status == 130, "interrupted ×\(interrupts): \(result.stderr)")
+      let written = try Self.files(in: outputs)
+      #expect(written.allSatisfy { !$0.contains(ImageFile.temporaryMarker) }, "no temporary files: \(written)")
+      #expect(written.count < 40, "the batch stopped early")
+      for name in written {
+        let image = try ImageDecoder().decode(contentsOf: outputs.appendingPathComponent(name).path)
+        #expect(image.width == 640, "\(name) is a complete image")
+      }
+    }
+  }
+}
+
+@Suite struct DemoCommandTests {
+  @Test func demoRunsAndItsOutputsDecode() throws {
+    let root = try CLI.temporaryFolder()
+    let result = try CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200"])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(result.stdout.contains("speed-up"))
+    #expect(result.stdout.contains("byte-identical"))
+    for folder in ["serial", "concurrent"] {
+      let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(folder).path)
+      #expect(names.count == 3)
+      for name in names {
+        let image = try ImageDecoder().decode(contentsOf: root.appendingPathComponent(folder).appendingPathComponent(name).path)
+        #expect(image.width == 320 && image.height == 200)
+      }
+    }
+  }
+}
