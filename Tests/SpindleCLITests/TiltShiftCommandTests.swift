@@ -43,7 +43,8 @@ import TiltShift
     }
     #expect(!result.stderr.contains("readme.txt"), "non-image extensions are not inputs")
     let written = try Self.files(in: outputs)
-    #expect(written == ["good1-tiltshift.jpg", "good2-tiltshift.png"], "only complete outputs, no temp files: \(written)")
+    #expect(
+      written == ["good1-tiltshift.jpg", "good2-tiltshift.png"], "only complete outputs, no temp files: \(written)")
     let decoded = try ImageDecoder().decode(contentsOf: outputs.appendingPathComponent("good2-tiltshift.png").path)
     #expect(decoded.width == 160 && decoded.height == 120)
     #expect(result.stderr.contains("2 written"))
@@ -169,7 +170,8 @@ import TiltShift
       let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(folder).path)
       #expect(names.count == 3)
       for name in names {
-        let image = try ImageDecoder().decode(contentsOf: root.appendingPathComponent(folder).appendingPathComponent(name).path)
+        let image = try ImageDecoder().decode(
+          contentsOf: root.appendingPathComponent(folder).appendingPathComponent(name).path)
         #expect(image.width == 320 && image.height == 200)
       }
     }
