@@ -57,7 +57,8 @@ public final class IdentifiableDispatchQueue: Sendable {
   ///
   /// Global queues are refused because every queue without an explicit target ends up targeting one: marking a
   /// global queue would make ``currentQueueIs(_:)`` true on unrelated queues of the same quality of service.
-  /// The main queue is accepted (see ``main``).
+  /// The main queue is accepted (see ``main``). Global queues are recognised by identity and by libdispatch's
+  /// `com.apple.root.` label prefix, so a private queue must not use that prefix.
   ///
   /// If the queue is already identifiable (created by this type or adopted before), the new wrapper reuses that
   /// identity: every wrapper answers ``isCurrent`` the same way, and `isConcurrent` is taken from the first wrapper.
@@ -119,6 +120,9 @@ public final class IdentifiableDispatchQueue: Sendable {
   }
 
   /// Whether `queue` is one of the global (root) queues.
+  ///
+  /// On Linux every `DispatchQueue.global(qos:)` call returns a new wrapper object, so identity alone cannot tell;
+  /// libdispatch names every root queue `com.apple.root.…` (including the overcommit ones Swift cannot ask for).
   static func isGlobal(_ queue: DispatchQueue) -> Bool {
     let classes: [DispatchQoS.QoSClass] = [
       .background, .utility, .default, .userInitiated, .userInteractive, .unspecified,
