@@ -25,12 +25,12 @@ extension IdentifiableDispatchQueue {
   /// - Parameters:
   ///   - flags: Passed to `DispatchQueue.sync(flags:execute:)`; `.barrier` on a concurrent queue is never run inline.
   ///   - work: The block; errors it throws are rethrown to the caller.
-  @inline(__always)
+  @inlinable
   public func sync<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) rethrows -> T {
-    let nearest = QueueIdentity.nearest
-    let top = SyncChain.top
+    let nearest = identity.nearest
+    let top = SyncChain.top(identity.chainSlot)
     switch route(nearest: nearest, top: top, flags: flags) {
-    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work)
+    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
     case .inline: return try work()
     case .deadlock(let error): preconditionFailure(error.description)
     }
@@ -48,11 +48,12 @@ extension IdentifiableDispatchQueue {
   /// ```
   ///
   /// - Throws: ``DeadlockError`` before running `work`, or whatever `work` throws.
+  @inlinable
   public func syncChecked<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) throws -> T {
-    let nearest = QueueIdentity.nearest
-    let top = SyncChain.top
+    let nearest = identity.nearest
+    let top = SyncChain.top(identity.chainSlot)
     switch route(nearest: nearest, top: top, flags: flags) {
-    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work)
+    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
     case .inline: return try work()
     case .deadlock(let error): throw error
     }
@@ -79,6 +80,7 @@ extension IdentifiableDispatchQueue {
   }
 
   /// How a `sync` must go.
+  @usableFromInline
   enum SyncRoute {
     case dispatch
     case inline
@@ -86,7 +88,7 @@ extension IdentifiableDispatchQueue {
   }
 
   /// Decides how a `sync` must go; the common cases cost one `getSpecific` and one thread-local read.
-  @inline(__always)
+  @inlinable @inline(__always)
   func route(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
     guard let nearest else {
       // Not on any identifiable queue: only a blocked caller up the chain or a recorded target can hold us.
@@ -98,6 +100,7 @@ extension IdentifiableDispatchQueue {
   }
 
   /// The rarer paths: running on another identifiable queue, inside a sync chain, or with recorded targets.
+  @usableFromInline
   func slowRoute(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
     let barrier = flags.contains(.barrier)
     if nearest != nil && identity.isInCurrentTargetChain {
@@ -137,24 +140,43 @@ extension IdentifiableDispatchQueue {
   }
 
   /// Dispatches `work` with `DispatchQueue.sync`, publishing the caller's chain to the block's thread.
-  @inline(__always)
+  ///
+  /// Goes through `DispatchQueue`'s non-generic `sync(execute:)` (the generic overload looks up type metadata on every
+  /// call); an error thrown by `work` is carried out of the block and handed to `rescue`, which rethrows it.
+  @inlinable @inline(__always)
   func dispatch<T>(
     nearest: QueueIdentity?,
     top: UnsafePointer<SyncFrame>?,
     flags: DispatchWorkItemFlags,
-    _ work: () throws -> T
+    _ work: () throws -> T,
+    rescue: (any Error) throws -> T
   ) rethrows -> T {
-    try withExtendedLifetime(nearest) {
+    var result: T? = nil
+    var failure: (any Error)? = nil
+    withExtendedLifetime(nearest) {
       let frame = SyncFrame(
         queue: Unmanaged.passUnretained(identity),
         caller: nearest.map { Unmanaged.passUnretained($0) },
         next: top
       )
-      return try withUnsafePointer(to: frame) { frame in
-        try queue.sync(flags: flags) {
-          try SyncChain.withFrame(frame, work)
+      withUnsafePointer(to: frame) { frame in
+        // Closure literals (not a stored closure) keep `result` and `failure` on the stack.
+        if flags.isEmpty {
+          queue.sync {
+            SyncChain.withFrame(frame, slot: identity.chainSlot) {
+              do { result = try work() } catch { failure = error }
+            }
+          }
+        } else {
+          queue.sync(flags: flags) {
+            SyncChain.withFrame(frame, slot: identity.chainSlot) {
+              do { result = try work() } catch { failure = error }
+            }
+          }
         }
       }
     }
+    if let failure { return try rescue(failure) }
+    return result!
   }
 }

@@ -26,7 +26,7 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// The underlying dispatch queue; dispatching to it directly is allowed and is still recognised.
   public let queue: DispatchQueue
   /// The identity shared by every wrapper of `queue`.
-  let identity: QueueIdentity
+  @usableFromInline let identity: QueueIdentity
 
   /// Creates a queue with the same parameters as `DispatchQueue.init`.
   ///

@@ -7,18 +7,24 @@ import Synchronization
 /// queue of the running code can be found, and a second wrapper reuses the identity instead of clobbering it) and
 /// under its own ``marker`` key (so `DispatchQueue.getSpecific(key:)`, which walks the target hierarchy, answers
 /// "is this queue anywhere in the current queue's target chain?").
+@usableFromInline
 final class QueueIdentity: Sendable {
   /// Set on the queue; found by `DispatchQueue.getSpecific` from the queue and from every queue that targets it.
-  let marker = DispatchSpecificKey<Bool>()
+  @usableFromInline let marker = DispatchSpecificKey<Bool>()
   /// The queue's label, read once.
   let label: String
   /// Whether several blocks of the queue may run at once.
-  let isConcurrent: Bool
+  @usableFromInline let isConcurrent: Bool
   /// The identifiable queue this queue targeted when it was created, if any (the chain is known only that far).
-  let parent: QueueIdentity?
+  @usableFromInline let parent: QueueIdentity?
+
+  /// ``registryKey``, copied per instance so the `sync` fast path skips the lazy-global check.
+  @usableFromInline let registry = QueueIdentity.registryKey
+  /// ``SyncChain/slot``, copied per instance for the same reason.
+  @usableFromInline let chainSlot = SyncChain.slot
 
   /// The key under which every identifiable queue stores its identity.
-  static let registryKey = DispatchSpecificKey<QueueIdentity>()
+  @usableFromInline static let registryKey = DispatchSpecificKey<QueueIdentity>()
   /// Serialises adoption of queues created elsewhere, so two wrappers never race to set an identity.
   private static let adoption = Mutex(())
 
@@ -33,8 +39,15 @@ final class QueueIdentity: Sendable {
     queue.getSpecific(key: registryKey)
   }
 
+  /// The identity of the nearest identifiable queue in the current queue's target chain, if any (via this instance's
+  /// copy of the registry key).
+  @inlinable @inline(__always)
+  var nearest: QueueIdentity? {
+    DispatchQueue.getSpecific(key: registry)
+  }
+
   /// The identity of the nearest identifiable queue in the current queue's target chain, if any.
-  @inline(__always)
+  @inlinable @inline(__always)
   static var nearest: QueueIdentity? {
     DispatchQueue.getSpecific(key: registryKey)
   }
@@ -66,7 +79,7 @@ final class QueueIdentity: Sendable {
   }
 
   /// Whether code running on this queue is running on `self` according to libdispatch's target walk.
-  @inline(__always)
+  @inlinable @inline(__always)
   var isInCurrentTargetChain: Bool {
     DispatchQueue.getSpecific(key: marker) != nil
   }

@@ -11,19 +11,28 @@ import Dispatch
 /// Frames live on the stack of the blocked caller (which cannot return before the block finishes), and the
 /// innermost one is published in a thread-local slot for the duration of the block, on whatever thread the block
 /// runs (the caller's thread for ordinary queues, the main thread for the main queue).
+@usableFromInline
 struct SyncFrame {
   /// The queue the `sync` went to.
-  var queue: Unmanaged<QueueIdentity>
+  @usableFromInline var queue: Unmanaged<QueueIdentity>
   /// The nearest identifiable queue the caller was running on when it called `sync`, if any.
-  var caller: Unmanaged<QueueIdentity>?
+  @usableFromInline var caller: Unmanaged<QueueIdentity>?
   /// The frame of the enclosing `sync`, if any.
-  var next: UnsafePointer<SyncFrame>?
+  @usableFromInline var next: UnsafePointer<SyncFrame>?
+
+  @inlinable
+  init(queue: Unmanaged<QueueIdentity>, caller: Unmanaged<QueueIdentity>?, next: UnsafePointer<SyncFrame>?) {
+    self.queue = queue
+    self.caller = caller
+    self.next = next
+  }
 }
 
 /// The thread-local chain of blocked `sync` callers.
+@usableFromInline
 enum SyncChain {
   /// The thread-local slot holding the innermost frame.
-  private static let slot: pthread_key_t = {
+  @usableFromInline static let slot: pthread_key_t = {
     var key = pthread_key_t()
     let status = pthread_key_create(&key, nil)
     precondition(status == 0, "Spindle: pthread_key_create failed with status \(status)")
@@ -31,14 +40,23 @@ enum SyncChain {
   }()
 
   /// The innermost frame of the current thread, or nil outside any tracked `sync`.
-  @inline(__always)
-  static var top: UnsafePointer<SyncFrame>? {
+  @inlinable @inline(__always)
+  static var top: UnsafePointer<SyncFrame>? { top(slot) }
+
+  /// The innermost frame, read from `slot` (a copy of ``slot``).
+  @inlinable @inline(__always)
+  static func top(_ slot: pthread_key_t) -> UnsafePointer<SyncFrame>? {
     UnsafeRawPointer(pthread_getspecific(slot))?.assumingMemoryBound(to: SyncFrame.self)
   }
 
-  /// Runs `body` with `frame` published as the innermost frame, restoring the previous one afterwards.
-  @inline(__always)
-  static func withFrame<T>(_ frame: UnsafePointer<SyncFrame>, _ body: () throws -> T) rethrows -> T {
+  /// Runs `body` with `frame` published in `slot` (a copy of ``slot``) as the innermost frame, restoring the previous
+  /// one afterwards.
+  @inlinable @inline(__always)
+  static func withFrame<T>(
+    _ frame: UnsafePointer<SyncFrame>,
+    slot: pthread_key_t,
+    _ body: () throws -> T
+  ) rethrows -> T {
     let saved = pthread_getspecific(slot)
     pthread_setspecific(slot, frame)
     defer { pthread_setspecific(slot, saved) }
@@ -47,6 +65,7 @@ enum SyncChain {
 
   /// Whether a blocked caller in the chain starting at `top` holds `identity`: it ran on `identity`, or on a queue
   /// recorded as targeting it.
+  @usableFromInline
   static func holds(_ identity: QueueIdentity, from top: UnsafePointer<SyncFrame>?) -> Bool {
     var frame = top
     while let current = frame {
