@@ -32,7 +32,8 @@ struct QueueBenchmarks {
     return report
   }
 
-  private func row(_ scenario: String, _ contender: String, baseline: Bool = false, _ body: () -> Void) -> BenchmarkResult
+  private func row(_ scenario: String, _ contender: String, baseline: Bool = false, _ body: () -> Void)
+    -> BenchmarkResult
   {
     BenchmarkResult(
       scenario: scenario,

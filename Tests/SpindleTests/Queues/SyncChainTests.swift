@@ -35,7 +35,11 @@ import Testing
   @Test func chainReachesTheMainQueueBlockOnAnotherThread() {
     let a = IDQ(label: "main-chain.a")
     let answers = runBounded {
-      a.sync { IDQ.main.sync { [a.isCurrent, IDQ.main.isCurrent, IDQ.currentSyncChain == ["main-chain.a", DispatchQueue.main.label]] } }
+      a.sync {
+        IDQ.main.sync {
+          [a.isCurrent, IDQ.main.isCurrent, IDQ.currentSyncChain == ["main-chain.a", DispatchQueue.main.label]]
+        }
+      }
     }
     #expect(answers == [true, true, true])
   }
