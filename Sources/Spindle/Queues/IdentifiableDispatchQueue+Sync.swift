@@ -1,0 +1,182 @@
+import Dispatch
+
+extension IdentifiableDispatchQueue {
+  /// Runs `work` on the queue and returns its result, inline when already on the queue.
+  ///
+  /// - When the calling code runs on this queue, or on a queue whose target chain includes it (libdispatch's view at
+  ///   the time of the call), `work` runs inline on the calling thread instead of deadlocking.
+  /// - Otherwise `work` is dispatched with `DispatchQueue.sync`, and code inside it is also recognised as running on
+  ///   the caller's queues (see ``currentQueueIs(_:)``).
+  /// - If dispatching could never return — this queue, or a serial queue it was created to target, is held by a
+  ///   caller blocked in an enclosing `sync` (`a.sync { b.sync { a.sync { } } }`), or a barrier is requested from
+  ///   inside the same concurrent queue — the process stops with a ``DeadlockError`` message naming the chain of
+  ///   labels instead of hanging. Use ``syncChecked(flags:execute:)`` to get the error thrown instead.
+  ///
+  /// What cannot be known: a cycle closed by plain `DispatchQueue.sync` calls that never go through this type, a
+  /// target set later with `setTarget(queue:)` or on an adopted queue (for deadlock detection only), and two
+  /// different threads taking two queues in opposite orders.
+  ///
+  /// ```swift
+  /// let cache = IdentifiableDispatchQueue(label: "com.app.cache")
+  /// func value(for key: String) -> Int? { cache.sync { storage[key] } }
+  /// cache.sync { _ = value(for: "a") }  // re-entrant: runs inline, no deadlock
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - flags: Passed to `DispatchQueue.sync(flags:execute:)`; `.barrier` on a concurrent queue is never run inline.
+  ///   - work: The block; errors it throws are rethrown to the caller.
+  @inlinable
+  public func sync<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) rethrows -> T {
+    let nearest = identity.nearest
+    let top = SyncChain.top(identity.chainSlot)
+    switch route(nearest: nearest, top: top, flags: flags) {
+    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
+    case .inline: return try work()
+    case .deadlock(let error): preconditionFailure(error.description)
+    }
+  }
+
+  /// Runs `work` on the queue like ``sync(flags:execute:)``, but throws ``DeadlockError`` instead of stopping the
+  /// process when the dispatch could never return.
+  ///
+  /// ```swift
+  /// do {
+  ///   try queue.syncChecked { mutate() }
+  /// } catch let error as DeadlockError {
+  ///   log("\(error)")  // names the chain of queue labels
+  /// }
+  /// ```
+  ///
+  /// - Throws: ``DeadlockError`` before running `work`, or whatever `work` throws.
+  @inlinable
+  public func syncChecked<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) throws -> T {
+    let nearest = identity.nearest
+    let top = SyncChain.top(identity.chainSlot)
+    switch route(nearest: nearest, top: top, flags: flags) {
+    case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
+    case .inline: return try work()
+    case .deadlock(let error): throw error
+    }
+  }
+
+  /// Submits `work` to run asynchronously on the queue; forwards to `DispatchQueue.async(group:qos:flags:execute:)`.
+  public func async(
+    group: DispatchGroup? = nil,
+    qos: DispatchQoS = .unspecified,
+    flags: DispatchWorkItemFlags = [],
+    execute work: @escaping @Sendable () -> Void
+  ) {
+    queue.async(group: group, qos: qos, flags: flags, execute: work)
+  }
+
+  /// Submits `work` to run on the queue at `deadline`; forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
+  public func asyncAfter(
+    deadline: DispatchTime,
+    qos: DispatchQoS = .unspecified,
+    flags: DispatchWorkItemFlags = [],
+    execute work: @escaping @Sendable () -> Void
+  ) {
+    queue.asyncAfter(deadline: deadline, qos: qos, flags: flags, execute: work)
+  }
+
+  /// How a `sync` must go.
+  @usableFromInline
+  enum SyncRoute {
+    case dispatch
+    case inline
+    case deadlock(DeadlockError)
+  }
+
+  /// Decides how a `sync` must go; the common cases cost one `getSpecific` and one thread-local read.
+  @inlinable @inline(__always)
+  func route(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
+    guard let nearest else {
+      // Not on any identifiable queue: only a blocked caller up the chain or a recorded target can hold us.
+      if top == nil && identity.parent == nil { return .dispatch }
+      return slowRoute(nearest: nil, top: top, flags: flags)
+    }
+    if nearest === identity && !identity.isConcurrent { return .inline }
+    return slowRoute(nearest: nearest, top: top, flags: flags)
+  }
+
+  /// The rarer paths: running on another identifiable queue, inside a sync chain, or with recorded targets.
+  @usableFromInline
+  func slowRoute(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
+    let barrier = flags.contains(.barrier)
+    if nearest != nil && identity.isInCurrentTargetChain {
+      // Already running on this queue (or on a queue that targets it).
+      if identity.isConcurrent && barrier {
+        return .deadlock(deadlockError(nearest: nearest, top: top, held: identity, reason: .barrierFromInside))
+      }
+      return .inline
+    }
+    // Is this queue (unless concurrent and no barrier), or a serial queue it targets, held by a blocked caller?
+    if !identity.isConcurrent || barrier, SyncChain.holds(identity, from: top) {
+      return .deadlock(deadlockError(nearest: nearest, top: top, held: identity, reason: .cycle))
+    }
+    var ancestor = identity.parent
+    while let held = ancestor {
+      if !held.isConcurrent
+        && ((nearest != nil && held.isInCurrentTargetChain) || SyncChain.holds(held, from: top))
+      {
+        return .deadlock(deadlockError(nearest: nearest, top: top, held: held, reason: .cycle))
+      }
+      ancestor = held.parent
+    }
+    return .dispatch
+  }
+
+  /// Builds the error naming the chain: the blocked callers, the current queue, then this queue.
+  func deadlockError(
+    nearest: QueueIdentity?,
+    top: UnsafePointer<SyncFrame>?,
+    held: QueueIdentity,
+    reason: DeadlockError.Reason
+  ) -> DeadlockError {
+    let current = nearest?.label ?? (top == nil ? nil : Self.currentLabel)
+    var chain = SyncChain.labels(from: top, current: current)
+    chain.append(label)
+    return DeadlockError(chain: chain, heldQueue: held.label, reason: reason)
+  }
+
+  /// Dispatches `work` with `DispatchQueue.sync`, publishing the caller's chain to the block's thread.
+  ///
+  /// Goes through `DispatchQueue`'s non-generic `sync(execute:)` (the generic overload looks up type metadata on every
+  /// call); an error thrown by `work` is carried out of the block and handed to `rescue`, which rethrows it.
+  @inlinable @inline(__always)
+  func dispatch<T>(
+    nearest: QueueIdentity?,
+    top: UnsafePointer<SyncFrame>?,
+    flags: DispatchWorkItemFlags,
+    _ work: () throws -> T,
+    rescue: (any Error) throws -> T
+  ) rethrows -> T {
+    var result: T? = nil
+    var failure: (any Error)? = nil
+    withExtendedLifetime(nearest) {
+      let frame = SyncFrame(
+        queue: Unmanaged.passUnretained(identity),
+        caller: nearest.map { Unmanaged.passUnretained($0) },
+        next: top
+      )
+      withUnsafePointer(to: frame) { frame in
+        // Closure literals (not a stored closure) keep `result` and `failure` on the stack.
+        if flags.isEmpty {
+          queue.sync {
+            SyncChain.withFrame(frame, slot: identity.chainSlot) {
+              do { result = try work() } catch { failure = error }
+            }
+          }
+        } else {
+          queue.sync(flags: flags) {
+            SyncChain.withFrame(frame, slot: identity.chainSlot) {
+              do { result = try work() } catch { failure = error }
+            }
+          }
+        }
+      }
+    }
+    if let failure { return try rescue(failure) }
+    return result!
+  }
+}
