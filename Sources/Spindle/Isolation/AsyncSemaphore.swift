@@ -3,20 +3,20 @@ import Synchronization
 /// A counting semaphore for Swift concurrency: tasks suspend (never block a thread) until a permit is free.
 ///
 /// Waiters are served first in, first out, and a task that arrives while others wait queues behind them
-/// even if a permit happens to be free. Waiting is cancellation-aware: a cancelled waiter throws
-/// `CancellationError` and never consumes a permit, even when cancellation races a ``signal()``.
+/// even if a permit happens to be free. ``wait()`` ignores cancellation, like `DispatchSemaphore`;
+/// ``waitUnlessCancelled()`` and ``withPermit(isolation:_:)`` are cancellation-aware: a cancelled waiter
+/// throws `CancellationError` and never consumes a permit, even when cancellation races a ``signal()``.
 ///
 /// ```swift
 /// let permits = AsyncSemaphore(value: 3)
-/// try await permits.wait()
+/// await permits.wait()
 /// defer { permits.signal() }
 /// // at most three tasks run here at once
 /// ```
 ///
-/// Prefer ``withPermit(_:)``, which signals on every exit path. ``close()`` fails every current and
-/// future waiter with ``AsyncSemaphoreError/closed``; if the semaphore is deallocated while tasks still
-/// wait (only possible when they do not hold it, since a waiting call keeps its semaphore alive), they are
-/// resumed throwing ``AsyncSemaphoreError/destroyed`` instead of leaking.
+/// Prefer ``withPermit(isolation:_:)``, which signals on every exit path. A waiting call keeps its
+/// semaphore alive, so it cannot normally be deallocated under a waiter; should that happen anyway, the
+/// waiters are resumed (``waitUnlessCancelled()`` throwing ``AsyncSemaphoreError/destroyed``), never leaked.
 public final class AsyncSemaphore: Sendable {
   private let state: Mutex<State>
   private let tickets = Atomic<UInt64>(0)
@@ -30,8 +30,7 @@ public final class AsyncSemaphore: Sendable {
   }
 
   deinit {
-    let waiters = state.withLock { $0.failAll() }
-    for waiter in waiters { waiter.resume(throwing: AsyncSemaphoreError.destroyed) }
+    failAllWaiters(with: .destroyed)
   }
 
   /// The number of permits free right now (a snapshot; 0 while tasks wait).
@@ -40,15 +39,39 @@ public final class AsyncSemaphore: Sendable {
   /// The number of tasks suspended in ``wait()`` right now (a snapshot).
   public var waiterCount: Int { state.withLock { $0.waiters.count } }
 
-  /// Takes a permit, suspending until one is free.
+  /// Takes a permit, suspending until one is free, whether or not the task is cancelled.
   ///
-  /// Waiters are woken in the order they called `wait()`. If the task is cancelled before or while it
-  /// waits, `wait()` throws `CancellationError` without consuming a permit; when a ``signal()`` hands the
-  /// permit over at the same moment as the cancellation, the permit is passed on to the next waiter.
+  /// Waiters are woken in the order they called `wait()` or ``waitUnlessCancelled()``. Like
+  /// `DispatchSemaphore.wait()`, this ignores cancellation: it returns only once it holds a permit, so
+  /// every call must be balanced by ``signal()``. Use ``waitUnlessCancelled()`` in work that should stop
+  /// waiting when cancelled.
+  public func wait() async {
+    switch state.withLock({ $0.admit(cancelled: false) }) {
+    case .acquired, .failed: return
+    case .mustWait: break
+    }
+    let ticket = tickets.add(1, ordering: .relaxed).newValue
+    // The only failure is `.destroyed`, impossible while this call keeps `self` alive.
+    try? await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: false) }
+      resume(continuation, after: outcome)
+    }
+  }
+
+  /// Takes a permit, suspending until one is free; a cancelled task throws instead and takes no permit.
   ///
-  /// - Throws: `CancellationError` if the task is cancelled; ``AsyncSemaphoreError/closed`` after
-  ///   ``close()``; ``AsyncSemaphoreError/destroyed`` if the semaphore is deallocated while waiting.
-  public func wait() async throws {
+  /// Waiters are woken in arrival order. If the task is cancelled before or while it waits, this throws
+  /// `CancellationError` without consuming a permit; when a ``signal()`` hands the permit over at the same
+  /// moment as the cancellation, the permit is passed on to the next waiter.
+  ///
+  /// ```swift
+  /// try await permits.waitUnlessCancelled()
+  /// defer { permits.signal() }
+  /// ```
+  ///
+  /// - Throws: `CancellationError` if the task is cancelled; ``AsyncSemaphoreError/destroyed`` if the
+  ///   semaphore is deallocated while waiting.
+  public func waitUnlessCancelled() async throws {
     switch state.withLock({ $0.admit(cancelled: Task.isCancelled) }) {
     case .acquired: return
     case .failed(let error): throw error
@@ -60,11 +83,7 @@ public final class AsyncSemaphore: Sendable {
         // Checking cancellation under the lock closes the race with `onCancel`: the flag is set before the
         // handler runs, and the handler takes the same lock.
         let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: Task.isCancelled) }
-        switch outcome {
-        case .mustWait: break
-        case .acquired: continuation.resume()
-        case .failed(let error): continuation.resume(throwing: error)
-        }
+        resume(continuation, after: outcome)
       }
     } onCancel: {
       let waiter = state.withLock { $0.cancel(ticket) }
@@ -78,6 +97,20 @@ public final class AsyncSemaphore: Sendable {
     }
   }
 
+  private func resume(_ continuation: CheckedContinuation<Void, any Error>, after outcome: State.Admission) {
+    switch outcome {
+    case .mustWait: break
+    case .acquired: continuation.resume()
+    case .failed(let error): continuation.resume(throwing: error)
+    }
+  }
+
+  /// Resumes every waiter throwing `error`; later waits fail with it too. What `deinit` does.
+  func failAllWaiters(with error: AsyncSemaphoreError) {
+    let waiters = state.withLock { $0.failAll(with: error) }
+    for waiter in waiters { waiter.resume(throwing: error) }
+  }
+
   /// Takes a permit if one is free and nobody is waiting, without suspending.
   ///
   /// - Returns: `true` if a permit was taken (balance it with ``signal()``), `false` otherwise.
@@ -88,7 +121,7 @@ public final class AsyncSemaphore: Sendable {
   /// Returns a permit: resumes the longest-waiting task, or makes the permit free if nobody waits.
   ///
   /// Signalling more often than waiting raises the count above the initial value, as with
-  /// `DispatchSemaphore`. After ``close()`` signals are ignored.
+  /// `DispatchSemaphore`.
   public func signal() {
     let waiter = state.withLock { $0.signal() }
     waiter?.resume()
@@ -101,36 +134,24 @@ public final class AsyncSemaphore: Sendable {
   /// let data = try await downloads.withPermit { try await fetch(url) }
   /// ```
   ///
-  /// - Throws: What ``wait()`` throws (then `body` does not run), or what `body` throws.
+  /// - Throws: What ``waitUnlessCancelled()`` throws (then `body` does not run), or what `body` throws.
   public func withPermit<Result, Failure: Error>(
     isolation: isolated (any Actor)? = #isolation,
     _ body: () async throws(Failure) -> sending Result
   ) async throws -> sending Result {
-    try await wait()
+    try await waitUnlessCancelled()
     defer { signal() }
     return try await body()
-  }
-
-  /// Fails every current and future waiter with ``AsyncSemaphoreError/closed``.
-  ///
-  /// After closing, ``wait()`` throws, ``tryWait()`` returns `false` and ``signal()`` does nothing.
-  /// Closing twice is harmless.
-  public func close() {
-    let waiters = state.withLock { $0.failAll() }
-    for waiter in waiters { waiter.resume(throwing: AsyncSemaphoreError.closed) }
   }
 }
 
 /// Why an ``AsyncSemaphore`` wait failed other than by cancellation.
 public enum AsyncSemaphoreError: Error, Equatable, Sendable, CustomStringConvertible {
-  /// ``AsyncSemaphore/close()`` was called before or while the task waited.
-  case closed
   /// The semaphore was deallocated while the task waited, so no permit could ever arrive.
   case destroyed
 
   public var description: String {
     switch self {
-    case .closed: "AsyncSemaphore was closed while the task waited for a permit"
     case .destroyed: "AsyncSemaphore was deallocated while a task still waited for a permit"
     }
   }
@@ -148,7 +169,7 @@ extension AsyncSemaphore {
     }
 
     var permits: Int
-    var closed = false
+    var failure: AsyncSemaphoreError?
     /// Suspended waiters by ticket.
     var waiters: [UInt64: Waiter] = [:]
     /// Tickets in arrival order from `order[head]` on; tickets no longer in `waiters` (cancelled) are skipped.
@@ -158,13 +179,13 @@ extension AsyncSemaphore {
     init(permits: Int) { self.permits = permits }
 
     mutating func tryTake() -> Bool {
-      guard !closed, permits > 0, waiters.isEmpty else { return false }
+      guard failure == nil, permits > 0, waiters.isEmpty else { return false }
       permits -= 1
       return true
     }
 
     mutating func admit(cancelled: Bool) -> Admission {
-      if closed { return .failed(AsyncSemaphoreError.closed) }
+      if let failure { return .failed(failure) }
       if cancelled { return .failed(CancellationError()) }
       return tryTake() ? .acquired : .mustWait
     }
@@ -189,7 +210,7 @@ extension AsyncSemaphore {
 
     /// Returns the oldest waiter to resume, or frees a permit.
     mutating func signal() -> Waiter? {
-      if closed { return nil }
+      if failure != nil { return nil }
       while head < order.count {
         let ticket = order[head]
         head += 1
@@ -214,8 +235,8 @@ extension AsyncSemaphore {
       }
     }
 
-    mutating func failAll() -> [Waiter] {
-      closed = true
+    mutating func failAll(with error: AsyncSemaphoreError) -> [Waiter] {
+      failure = error
       let failed = order[head...].compactMap { waiters[$0] }
       waiters.removeAll()
       order.removeAll()
