@@ -18,7 +18,7 @@ import Synchronization
 /// semaphore alive, so it cannot normally be deallocated under a waiter; should that happen anyway, the
 /// waiters are resumed (``waitUnlessCancelled()`` throwing ``AsyncSemaphoreError/destroyed``), never leaked.
 public final class AsyncSemaphore: Sendable {
-  private let state: Mutex<State>
+  private let state: TSanVisibleMutex<State>
   private let tickets = Atomic<UInt64>(0)
 
   /// Creates a semaphore with `value` permits.
@@ -26,7 +26,7 @@ public final class AsyncSemaphore: Sendable {
   /// - Precondition: `value >= 0`; a negative count is a programming error and stops the program with a message.
   public init(value: Int) {
     precondition(value >= 0, "AsyncSemaphore(value:) needs a non-negative number of permits, got \(value)")
-    state = Mutex(State(permits: value))
+    state = TSanVisibleMutex(State(permits: value))
   }
 
   deinit {

@@ -61,7 +61,7 @@ final class OneShotContinuation: Sendable {
     case done
   }
 
-  private let state = Mutex(State.idle)
+  private let state = TSanVisibleMutex(State.idle)
 
   func install(_ continuation: CheckedContinuation<Void, any Error>) {
     let early: Result<Void, any Error>? = state.withLock { state in

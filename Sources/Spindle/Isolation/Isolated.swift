@@ -36,13 +36,16 @@ import class Dispatch.DispatchQueue
 /// several threads read the same value at once, so `Isolated` requires `Value: Sendable` to cross
 /// threads instead. `Value` must be copyable; use `Mutex` directly for `~Copyable` state.
 public final class Isolated<Value> {
-  /// Guards `value`: every access to `value` happens inside `lock.withLock`.
-  @usableFromInline let lock = Mutex<Void>(())
-  @usableFromInline @exclusivity(unchecked) nonisolated(unsafe) var value: Value
+  /// Guards `storage`: every access to the value happens inside `lock.withLock`.
+  @usableFromInline let lock = TSanVisibleMutex<Void>(())
+  /// The value, on the heap so that critical sections capture a plain pointer instead of retaining `self`.
+  @usableFromInline let storage: UnsafeMutablePointer<Value>
   /// Asynchronous writes not applied yet, in issue order.
-  @usableFromInline let pending = Mutex<[@Sendable (inout Value) -> Void]>([])
+  @usableFromInline let pending = TSanVisibleMutex<[@Sendable (inout Value) -> Void]>([])
   /// True while `pending` may be non-empty; set under the `pending` lock, cleared when a drain takes the batch.
   @usableFromInline let hasPending = Atomic<Bool>(false)
+  /// True while a background drain is scheduled and has not started.
+  let drainScheduled = Atomic<Bool>(false)
   private let drainQueue: DispatchQueue
 
   /// Creates an isolated value.
@@ -51,24 +54,35 @@ public final class Isolated<Value> {
   ///   - value: The initial value.
   ///   - qos: The quality of service of the background drain that applies ``writeAsync(_:)`` closures.
   public init(_ value: Value, qos: DispatchQoS.QoSClass = .default) {
-    self.value = value
+    storage = .allocate(capacity: 1)
+    storage.initialize(to: value)
     drainQueue = DispatchQueue.global(qos: qos)
+  }
+
+  deinit {
+    storage.deinitialize(count: 1)
+    storage.deallocate()
   }
 
   /// Calls `body` with the current value under the lock and returns its result.
   ///
   /// Pending ``writeAsync(_:)`` closures are applied first. Errors thrown by `body` propagate unchanged.
-  @inlinable
+  @inlinable @inline(__always)
   public func read<Result, Failure: Error>(
     _ body: (borrowing Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    try access { (value: inout Value) throws(Failure) -> Result in try body(value) }
+    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
+    let storage = storage
+    return try lock.withLock { _ throws(Failure) -> Result in
+      nonisolated(unsafe) let result = try body(storage.pointee)
+      return result
+    }
   }
 
   /// Returns the property at `keyPath` of the current value, read under the lock.
   @inlinable
   public func read<Result>(_ keyPath: KeyPath<Value, Result>) -> Result {
-    access { $0[keyPath: keyPath] }
+    read { $0[keyPath: keyPath] }
   }
 
   /// Calls `body` with exclusive, mutable access to the value and returns its result.
@@ -82,48 +96,39 @@ public final class Isolated<Value> {
   ///   return p.first
   /// }
   /// ```
-  @inlinable
+  @inlinable @inline(__always)
   @discardableResult
   public func write<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    try access(body)
-  }
-
-  @inlinable
-  func access<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-    if hasPending.load(ordering: .acquiring) {
-      return try accessAfterDraining(body)
-    }
-    return try withLockedValue(body)
-  }
-
-  @inlinable
-  func withLockedValue<Result, Failure: Error>(
-    _ body: (inout Value) throws(Failure) -> Result
-  ) throws(Failure) -> Result {
+    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
     // `Mutex<Value>` would demand `sending` values in and out of every closure (see Sendability above), so the
-    // lock guards a plain stored property instead; `Isolated` only crosses threads when `Value` is Sendable.
-    try lock.withLock { _ throws(Failure) -> Result in try body(&self.value) }
+    // lock guards plain storage instead; `Isolated` only crosses threads when `Value` is Sendable.
+    let storage = storage
+    return try lock.withLock { _ throws(Failure) -> Result in
+      nonisolated(unsafe) let result = try body(&storage.pointee)
+      return result
+    }
   }
 
+  /// Applies every queued ``writeAsync(_:)`` closure, in issue order, in one critical section.
+  ///
+  /// A read that follows in its own critical section still sees them: a drain that took a batch holds the
+  /// lock until the batch is applied, and `hasPending` is cleared only while taking a batch.
   @usableFromInline
-  func accessAfterDraining<Result, Failure: Error>(
-    _ body: (inout Value) throws(Failure) -> Result
-  ) throws(Failure) -> Result {
-    try withLockedValue { (value: inout Value) throws(Failure) -> Result in
+  func applyPendingWrites() {
+    lock.withLock { _ in
       let batch = pending.withLock { list -> [@Sendable (inout Value) -> Void] in
         hasPending.store(false, ordering: .releasing)
         defer { list = [] }
         return list
       }
-      for write in batch { write(&value) }
-      return try body(&value)
+      for write in batch { write(&storage.pointee) }
     }
   }
 }
 
-// The Mutex `lock` guards `value`, the Mutex `pending` guards queued writes; the rest is immutable or atomic.
+// The Mutex `lock` guards `storage`, the Mutex `pending` guards queued writes; the rest is immutable or atomic.
 extension Isolated: @unchecked Sendable where Value: Sendable {}
 
 extension Isolated where Value: Sendable {
@@ -133,12 +138,17 @@ extension Isolated where Value: Sendable {
   /// the change; asynchronous writes apply in the order they were issued. If nothing reads the value, a
   /// background drain applies the write shortly after; the `Isolated` stays alive until it has.
   public func writeAsync(_ body: @escaping @Sendable (inout Value) -> Void) {
-    let needsDrain = pending.withLock { list -> Bool in
+    pending.withLock { list in
       list.append(body)
-      return !hasPending.exchange(true, ordering: .acquiringAndReleasing)
+      hasPending.store(true, ordering: .releasing)
     }
-    if needsDrain {
-      drainQueue.async { self.access { _ in } }
+    // At most one drain is scheduled at a time: reads and writes apply pending writes themselves, the
+    // drain only guarantees progress when nobody touches the value.
+    if !drainScheduled.exchange(true, ordering: .acquiringAndReleasing) {
+      drainQueue.async {
+        self.drainScheduled.store(false, ordering: .releasing)
+        self.applyPendingWrites()
+      }
     }
   }
 }
