@@ -37,7 +37,12 @@ private protocol LockCandidate: Sendable {
 private final class MutexCandidate: LockCandidate {
   let state = Mutex(Pair())
   func read() -> Int { state.withLock { $0.first &+ $0.last } }
-  func write(_ stamp: Int) { state.withLock { $0.first = stamp; $0.last = stamp } }
+  func write(_ stamp: Int) {
+    state.withLock {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
 }
 
 // The pthread_rwlock_t guards `value`; the lock lives on the heap so its address never moves.
@@ -75,19 +80,34 @@ private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
   let queue = DispatchQueue(label: "spindle.bench.barrier", attributes: .concurrent)
   var value = Pair()
   func read() -> Int { queue.sync { value.first &+ value.last } }
-  func write(_ stamp: Int) { queue.sync(flags: .barrier) { value.first = stamp; value.last = stamp } }
+  func write(_ stamp: Int) {
+    queue.sync(flags: .barrier) {
+      value.first = stamp
+      value.last = stamp
+    }
+  }
 }
 
 private final class IsolatedCandidate: LockCandidate {
   let state = Isolated(Pair())
   func read() -> Int { state.read { $0.first &+ $0.last } }
-  func write(_ stamp: Int) { state.write { $0.first = stamp; $0.last = stamp } }
+  func write(_ stamp: Int) {
+    state.write {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
 }
 
 private final class IsolatedAsyncWriteCandidate: LockCandidate {
   let state = Isolated(Pair())
   func read() -> Int { state.read { $0.first &+ $0.last } }
-  func write(_ stamp: Int) { state.writeAsync { $0.first = stamp; $0.last = stamp } }
+  func write(_ stamp: Int) {
+    state.writeAsync {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
 }
 
 private let sink = Atomic<Int>(0)
@@ -168,7 +188,7 @@ private func normalized(_ sample: Sample, by factor: Double) -> Sample {
 // MARK: - Bounded task groups
 
 @inline(never)
-private func cheapTransform(_ x: Int) -> Int { x &* 2654435761 }
+private func cheapTransform(_ x: Int) -> Int { x &* 2_654_435_761 }
 
 private func concurrentMapResults(_ options: BenchmarkOptions) async -> [BenchmarkResult] {
   let count = options.quick ? 2_000 : 20_000
@@ -200,7 +220,8 @@ private func concurrentMapResults(_ options: BenchmarkOptions) async -> [Benchma
       precondition(output?.count == count)
     }
     results.append(
-      BenchmarkResult(scenario: scenario, contender: "concurrentMap maxConcurrent \(limit)", sample: sample, items: count)
+      BenchmarkResult(
+        scenario: scenario, contender: "concurrentMap maxConcurrent \(limit)", sample: sample, items: count)
     )
   }
   let bounded = await measureAsyncQuiet(runs: options.runs) {
@@ -213,7 +234,8 @@ private func concurrentMapResults(_ options: BenchmarkOptions) async -> [Benchma
     sink.add(total, ordering: .relaxed)
   }
   results.append(
-    BenchmarkResult(scenario: scenario, contender: "withBoundedTaskGroup maxConcurrent 4", sample: bounded, items: count)
+    BenchmarkResult(
+      scenario: scenario, contender: "withBoundedTaskGroup maxConcurrent 4", sample: bounded, items: count)
   )
   return results
 }
@@ -230,7 +252,8 @@ private func semaphoreResults(_ options: BenchmarkOptions) async -> [BenchmarkRe
     for _ in 0..<pairs { mutex.withLock { $0 &+= 1 } }
   }
   results.append(
-    BenchmarkResult(scenario: uncontended, contender: "Mutex lock+unlock", sample: lockSample, items: pairs, isBaseline: true)
+    BenchmarkResult(
+      scenario: uncontended, contender: "Mutex lock+unlock", sample: lockSample, items: pairs, isBaseline: true)
   )
   let dispatchSemaphore = DispatchSemaphore(value: 1)
   let dispatchSample = measureQuiet(runs: options.runs) {

@@ -104,8 +104,8 @@ public func withThrowingBoundedTaskGroup<ChildTaskResult: Sendable, GroupResult>
   body: (inout ThrowingBoundedTaskGroup<ChildTaskResult>) async throws -> GroupResult
 ) async throws -> GroupResult {
   precondition(maxConcurrent >= 1, "withThrowingBoundedTaskGroup needs maxConcurrent >= 1, got \(maxConcurrent)")
-  return try await withThrowingTaskGroup(of: ChildTaskResult.self, returning: GroupResult.self, isolation: isolation)
-  { group in
+  return try await withThrowingTaskGroup(of: ChildTaskResult.self, returning: GroupResult.self, isolation: isolation) {
+    group in
     var bounded = ThrowingBoundedTaskGroup(group, maxConcurrent: maxConcurrent)
     return try await body(&bounded)
   }

@@ -6,7 +6,10 @@ import Testing
 
 @Suite struct AsyncSemaphoreTests {
   @Test func issueShape() async {
-    let permits = AsyncSemaphore(value: 3); await permits.wait(); permits.signal()
+    // The issue's shape (one line there, joined by semicolons, which the linter splits).
+    let permits = AsyncSemaphore(value: 3)
+    await permits.wait()
+    permits.signal()
     #expect(permits.availablePermits == 3)
   }
 

@@ -26,6 +26,8 @@ private func busyWork(_ n: Int) -> Int {
 @Suite struct IsolatedTests {
   @Test func issueShape() {
     let person = Isolated(Person(first: "Anna", last: "Adams"))
+    // The issue's shape, verbatim.
+    // swift-format-ignore
     person.write { $0.first = "Brian"; $0.last = "Biggles" }
     let name = person.read { "\($0.first) \($0.last)" }
     #expect(name == "Brian Biggles")
