@@ -45,14 +45,14 @@ public final class AsyncSemaphore: Sendable {
   /// `DispatchSemaphore.wait()`, this ignores cancellation: it returns only once it holds a permit, so
   /// every call must be balanced by ``signal()``. Use ``waitUnlessCancelled()`` in work that should stop
   /// waiting when cancelled.
-  public func wait() async {
+  nonisolated(nonsending) public func wait() async {
     switch state.withLock({ $0.admit(cancelled: false) }) {
     case .acquired, .failed: return
     case .mustWait: break
     }
     let ticket = tickets.add(1, ordering: .relaxed).newValue
     // The only failure is `.destroyed`, impossible while this call keeps `self` alive.
-    try? await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+    try? await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
       let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: false) }
       resume(continuation, after: outcome)
     }
@@ -71,7 +71,7 @@ public final class AsyncSemaphore: Sendable {
   ///
   /// - Throws: `CancellationError` if the task is cancelled; ``AsyncSemaphoreError/destroyed`` if the
   ///   semaphore is deallocated while waiting.
-  public func waitUnlessCancelled() async throws {
+  nonisolated(nonsending) public func waitUnlessCancelled() async throws {
     switch state.withLock({ $0.admit(cancelled: Task.isCancelled) }) {
     case .acquired: return
     case .failed(let error): throw error
@@ -79,7 +79,7 @@ public final class AsyncSemaphore: Sendable {
     }
     let ticket = tickets.add(1, ordering: .relaxed).newValue
     try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
         // Checking cancellation under the lock closes the race with `onCancel`: the flag is set before the
         // handler runs, and the handler takes the same lock.
         let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: Task.isCancelled) }
@@ -97,7 +97,7 @@ public final class AsyncSemaphore: Sendable {
     }
   }
 
-  private func resume(_ continuation: CheckedContinuation<Void, any Error>, after outcome: State.Admission) {
+  private func resume(_ continuation: UnsafeContinuation<Void, any Error>, after outcome: State.Admission) {
     switch outcome {
     case .mustWait: break
     case .acquired: continuation.resume()
@@ -160,7 +160,7 @@ public enum AsyncSemaphoreError: Error, Equatable, Sendable, CustomStringConvert
 extension AsyncSemaphore {
   /// The semaphore's state machine; every method runs under the semaphore's lock.
   struct State: ~Copyable {
-    typealias Waiter = CheckedContinuation<Void, any Error>
+    typealias Waiter = UnsafeContinuation<Void, any Error>
 
     enum Admission {
       case acquired
@@ -219,8 +219,10 @@ extension AsyncSemaphore {
           return waiter
         }
       }
-      order.removeAll(keepingCapacity: true)
-      head = 0
+      if head != 0 {
+        order.removeAll(keepingCapacity: true)
+        head = 0
+      }
       permits += 1
       return nil
     }
