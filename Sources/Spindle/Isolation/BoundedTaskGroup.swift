@@ -17,7 +17,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   }
 
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
-  public mutating func addTask(
+  nonisolated(nonsending) public mutating func addTask(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
   ) async {
@@ -32,7 +32,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Adds a child task unless the group is cancelled, first suspending until a slot is free.
   ///
   /// - Returns: `false` if the group was cancelled and no task was added.
-  public mutating func addTaskUnlessCancelled(
+  nonisolated(nonsending) public mutating func addTaskUnlessCancelled(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
   ) async -> Bool {
@@ -46,7 +46,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   }
 
   /// The next finished child's result (in completion order), or `nil` when no child is left.
-  public mutating func next() async -> ChildTaskResult? {
+  nonisolated(nonsending) public mutating func next() async -> ChildTaskResult? {
     if !finished.isEmpty { return finished.removeFirst() }
     guard let result = await group.next() else { return nil }
     running -= 1
@@ -54,7 +54,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   }
 
   /// Waits for every child, discarding results.
-  public mutating func waitForAll() async {
+  nonisolated(nonsending) public mutating func waitForAll() async {
     finished.removeAll()
     await group.waitForAll()
     running = 0

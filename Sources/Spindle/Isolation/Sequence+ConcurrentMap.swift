@@ -11,7 +11,7 @@ extension Sequence where Element: Sendable {
   /// ```
   ///
   /// - Precondition: `maxConcurrent >= 1`; otherwise the program stops with a message naming the value.
-  public func concurrentMap<T: Sendable>(
+  nonisolated(nonsending) public func concurrentMap<T: Sendable>(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,
     _ transform: @escaping @Sendable (Element) async throws -> T
@@ -43,7 +43,7 @@ extension Sequence where Element: Sendable {
   /// Transforms every element in child tasks, at most `maxConcurrent` at once, keeping non-`nil` results in input order.
   ///
   /// Errors and cancellation behave as in ``concurrentMap(maxConcurrent:priority:_:)``.
-  public func concurrentCompactMap<T: Sendable>(
+  nonisolated(nonsending) public func concurrentCompactMap<T: Sendable>(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,
     _ transform: @escaping @Sendable (Element) async throws -> T?
@@ -54,7 +54,7 @@ extension Sequence where Element: Sendable {
   /// Runs `body` for every element in child tasks, at most `maxConcurrent` at once.
   ///
   /// Errors and cancellation behave as in ``concurrentMap(maxConcurrent:priority:_:)``.
-  public func concurrentForEach(
+  nonisolated(nonsending) public func concurrentForEach(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,
     _ body: @escaping @Sendable (Element) async throws -> Void

@@ -20,7 +20,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
   ///
   /// - Throws: The error of a child that failed while this call waited for a free slot.
-  public mutating func addTask(
+  nonisolated(nonsending) public mutating func addTask(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
   ) async throws {
@@ -33,7 +33,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   ///
   /// - Returns: `false` if the group was cancelled and no task was added.
   /// - Throws: The error of a child that failed while this call waited for a free slot.
-  public mutating func addTaskUnlessCancelled(
+  nonisolated(nonsending) public mutating func addTaskUnlessCancelled(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
   ) async throws -> Bool {
@@ -43,7 +43,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
     return true
   }
 
-  private mutating func makeRoom() async throws {
+  nonisolated(nonsending) private mutating func makeRoom() async throws {
     while running >= maxConcurrent {
       running -= 1
       guard let result = try await group.next() else {
@@ -57,7 +57,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// The next finished child's result (in completion order), or `nil` when no child is left.
   ///
   /// - Throws: The error of the next child that failed.
-  public mutating func next() async throws -> ChildTaskResult? {
+  nonisolated(nonsending) public mutating func next() async throws -> ChildTaskResult? {
     if !finished.isEmpty { return finished.removeFirst() }
     guard running > 0 else { return nil }
     running -= 1
@@ -65,7 +65,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   }
 
   /// Waits for every child, discarding results, and throws the first error a child threw.
-  public mutating func waitForAll() async throws {
+  nonisolated(nonsending) public mutating func waitForAll() async throws {
     finished.removeAll()
     running = 0
     try await group.waitForAll()

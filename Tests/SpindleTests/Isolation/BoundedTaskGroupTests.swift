@@ -137,3 +137,32 @@ private func square(_ x: Int) async -> Int {
     }
   }
 }
+
+@MainActor
+@Suite struct IsolationOnTheMainActorTests {
+  var log: [Int] = []
+
+  @Test mutating func everyPrimitiveIsUsableFromTheMainActor() async throws {
+    let doubled = try await [1, 2, 3].concurrentMap(maxConcurrent: 2) { $0 * 2 }
+    let sum = await withBoundedTaskGroup(maxConcurrent: 2, of: Int.self) { group in
+      for x in doubled { await group.addTask { x } }
+      var sum = 0
+      while let x = await group.next() {
+        log.append(x)  // main-actor state touched inside the body
+        sum += x
+      }
+      return sum
+    }
+    let thrown = try await withThrowingBoundedTaskGroup(maxConcurrent: 1, of: Int.self) { group in
+      try await group.addTask { 5 }
+      return try await group.next() ?? 0
+    }
+    let permits = AsyncSemaphore(value: 1)
+    await permits.wait()
+    permits.signal()
+    try await permits.withPermit { log.append(0) }
+    #expect(sum == 12)
+    #expect(thrown == 5)
+    #expect(log.sorted() == [0, 2, 4, 6])
+  }
+}
