@@ -1,4 +1,6 @@
 /// Every benchmark suite `spindle bench` knows, in the order it runs them.
 public let allBenchmarkSuites: [BenchmarkSuite] = [
-  queueBenchmarkSuite
+  allBenchmarkSuite,
+  isolationBenchmarkSuite,
+  queueBenchmarkSuite,
 ]

@@ -1,0 +1,102 @@
+/// A task group that runs at most `maxConcurrent` child tasks at once; adding more suspends until one finishes.
+///
+/// Created by ``withBoundedTaskGroup(maxConcurrent:of:returning:isolation:body:)``. When the group is full,
+/// ``addTask(priority:operation:)`` waits for a running child to finish and keeps its result for
+/// ``next()``, so no result is lost and results arrive in completion order, as with `TaskGroup`.
+public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
+  private var group: TaskGroup<ChildTaskResult>
+  private var finished: [ChildTaskResult] = []
+  private var running = 0
+
+  /// The most child tasks that run at once.
+  public let maxConcurrent: Int
+
+  init(_ group: TaskGroup<ChildTaskResult>, maxConcurrent: Int) {
+    self.group = group
+    self.maxConcurrent = maxConcurrent
+  }
+
+  /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
+  nonisolated(nonsending) public mutating func addTask(
+    priority: TaskPriority? = nil,
+    operation: sending @escaping @isolated(any) () async -> ChildTaskResult
+  ) async {
+    while running >= maxConcurrent, let result = await group.next() {
+      running -= 1
+      finished.append(result)
+    }
+    group.addTask(priority: priority, operation: operation)
+    running += 1
+  }
+
+  /// Adds a child task unless the group is cancelled, first suspending until a slot is free.
+  ///
+  /// - Returns: `false` if the group was cancelled and no task was added.
+  nonisolated(nonsending) public mutating func addTaskUnlessCancelled(
+    priority: TaskPriority? = nil,
+    operation: sending @escaping @isolated(any) () async -> ChildTaskResult
+  ) async -> Bool {
+    while running >= maxConcurrent, let result = await group.next() {
+      running -= 1
+      finished.append(result)
+    }
+    guard group.addTaskUnlessCancelled(priority: priority, operation: operation) else { return false }
+    running += 1
+    return true
+  }
+
+  /// The next finished child's result (in completion order), or `nil` when no child is left.
+  nonisolated(nonsending) public mutating func next() async -> ChildTaskResult? {
+    if !finished.isEmpty { return finished.removeFirst() }
+    guard let result = await group.next() else { return nil }
+    running -= 1
+    return result
+  }
+
+  /// Waits for every child, discarding results.
+  nonisolated(nonsending) public mutating func waitForAll() async {
+    finished.removeAll()
+    await group.waitForAll()
+    running = 0
+  }
+
+  /// Whether the group has no running child and no unread result.
+  public var isEmpty: Bool { finished.isEmpty && group.isEmpty }
+
+  /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
+  public func cancelAll() { group.cancelAll() }
+
+  /// Whether the group was cancelled.
+  public var isCancelled: Bool { group.isCancelled }
+}
+
+/// Like `withTaskGroup`, but at most `maxConcurrent` child tasks run at once.
+///
+/// Inside `body`, ``BoundedTaskGroup/addTask(priority:operation:)`` suspends while `maxConcurrent`
+/// children run. Cancelling the enclosing task cancels every child, as with `withTaskGroup`; the group
+/// waits for all children before returning.
+///
+/// ```swift
+/// let total = await withBoundedTaskGroup(maxConcurrent: 4, of: Int.self) { group in
+///   for file in files { await group.addTask { await size(of: file) } }
+///   var sum = 0
+///   while let size = await group.next() { sum += size }
+///   return sum
+/// }
+/// ```
+///
+/// - Precondition: `maxConcurrent >= 1`; otherwise the program stops with a message naming the value.
+public func withBoundedTaskGroup<ChildTaskResult: Sendable, GroupResult>(
+  maxConcurrent: Int,
+  of childTaskResultType: ChildTaskResult.Type = ChildTaskResult.self,
+  returning returnType: GroupResult.Type = GroupResult.self,
+  isolation: isolated (any Actor)? = #isolation,
+  body: (inout BoundedTaskGroup<ChildTaskResult>) async -> GroupResult
+) async -> GroupResult {
+  precondition(maxConcurrent >= 1, "withBoundedTaskGroup needs maxConcurrent >= 1, got \(maxConcurrent)")
+  return await withTaskGroup(of: ChildTaskResult.self, returning: GroupResult.self, isolation: isolation) {
+    group in
+    var bounded = BoundedTaskGroup(group, maxConcurrent: maxConcurrent)
+    return await body(&bounded)
+  }
+}

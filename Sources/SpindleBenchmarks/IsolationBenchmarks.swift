@@ -1,0 +1,329 @@
+import Dispatch
+import Foundation
+import Spindle
+import Synchronization
+
+/// Isolation primitives: `Isolated` against the lock candidates it was chosen from, bounded task groups
+/// against a plain task group, and `AsyncSemaphore` against `DispatchSemaphore` and a bare `Mutex`.
+public let isolationBenchmarkSuite = BenchmarkSuite(
+  name: "isolation",
+  summary: "Isolated vs Mutex / pthread_rwlock / barrier queue; concurrentMap overhead; AsyncSemaphore cost"
+) { options in
+  var report = BenchmarkReport(suite: "isolation")
+  report.results += lockCandidateResults(options)
+  report.results += await concurrentMapResults(options)
+  report.results += await semaphoreResults(options)
+  report.notes = [
+    "lock rows: ops split evenly over dedicated threads started together; 95/5 writes every 20th op, 50/50 every other",
+    "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes",
+    "ratios are medians against the baseline measured in the same run; the machine is shared, quote ratios",
+  ]
+  return report
+}
+
+// MARK: - Lock candidates
+
+private struct Pair {
+  var first = 0
+  var last = 0
+}
+
+/// One way to guard a `Pair`, as the benchmark sees it.
+private protocol LockCandidate: Sendable {
+  func read() -> Int
+  func write(_ stamp: Int)
+}
+
+private final class MutexCandidate: LockCandidate {
+  let state = Mutex(Pair())
+  func read() -> Int { state.withLock { $0.first &+ $0.last } }
+  func write(_ stamp: Int) {
+    state.withLock {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
+}
+
+// The pthread_rwlock_t guards `value`; the lock lives on the heap so its address never moves.
+private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendable {
+  let lock: UnsafeMutablePointer<pthread_rwlock_t>
+  var value = Pair()
+
+  init() {
+    lock = .allocate(capacity: 1)
+    lock.initialize(to: pthread_rwlock_t())
+    pthread_rwlock_init(lock, nil)
+  }
+
+  deinit {
+    pthread_rwlock_destroy(lock)
+    lock.deallocate()
+  }
+
+  func read() -> Int {
+    pthread_rwlock_rdlock(lock)
+    defer { pthread_rwlock_unlock(lock) }
+    return value.first &+ value.last
+  }
+
+  func write(_ stamp: Int) {
+    pthread_rwlock_wrlock(lock)
+    value.first = stamp
+    value.last = stamp
+    pthread_rwlock_unlock(lock)
+  }
+}
+
+// The concurrent queue guards `value`: reads run in `sync`, writes in barrier blocks (the seed's pattern).
+private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
+  let queue = DispatchQueue(label: "spindle.bench.barrier", attributes: .concurrent)
+  var value = Pair()
+  func read() -> Int { queue.sync { value.first &+ value.last } }
+  func write(_ stamp: Int) {
+    queue.sync(flags: .barrier) {
+      value.first = stamp
+      value.last = stamp
+    }
+  }
+}
+
+private final class IsolatedCandidate: LockCandidate {
+  let state = Isolated(Pair())
+  func read() -> Int { state.read { $0.first &+ $0.last } }
+  func write(_ stamp: Int) {
+    state.write {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
+}
+
+private final class IsolatedAsyncWriteCandidate: LockCandidate {
+  let state = Isolated(Pair())
+  func read() -> Int { state.read { $0.first &+ $0.last } }
+  func write(_ stamp: Int) {
+    state.writeAsync {
+      $0.first = stamp
+      $0.last = stamp
+    }
+  }
+}
+
+private let sink = Atomic<Int>(0)
+
+/// Holds every thread until all have arrived, so that the threads of a run really overlap.
+private final class StartGate: Sendable {
+  private let arrived = Atomic<Int>(0)
+
+  func arriveAndWait(for count: Int) {
+    arrived.add(1, ordering: .acquiringAndReleasing)
+    while arrived.load(ordering: .acquiring) < count { sched_yield() }
+  }
+}
+
+/// Runs the mix on `threads` dedicated threads that start together (a start gate), so that they really overlap.
+private func runMix<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, threads: Int, writeEvery: Int) {
+  let gate = StartGate()
+  let finished = DispatchSemaphore(value: 0)
+  for _ in 0..<threads {
+    Thread.detachNewThread {
+      gate.arriveAndWait(for: threads)
+      var total = 0
+      for i in 0..<(ops / threads) {
+        if i % writeEvery == 0 { candidate.write(i) } else { total &+= candidate.read() }
+      }
+      sink.add(total, ordering: .relaxed)
+      finished.signal()
+    }
+  }
+  for _ in 0..<threads { finished.wait() }
+}
+
+private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResult] {
+  let ops = options.quick ? 200_000 : 2_000_000
+  let candidates: [(String, any LockCandidate)] = [
+    ("Mutex", MutexCandidate()),
+    ("pthread_rwlock", ReaderWriterLockCandidate()),
+    ("concurrent queue + barrier", BarrierQueueCandidate()),
+    ("Spindle Isolated", IsolatedCandidate()),
+    ("Spindle Isolated (writeAsync)", IsolatedAsyncWriteCandidate()),
+  ]
+  var results: [BenchmarkResult] = []
+  for (mix, writeEvery) in [("read-heavy 95/5", 20), ("write-heavy 50/50", 2)] {
+    for threads in [1, 2] {
+      let scenario = "\(mix), \(threads) thread\(threads == 1 ? "" : "s")"
+      for (index, (name, candidate)) in candidates.enumerated() {
+        // The barrier queue is ~40x slower; a tenth of the ops keeps the run short (per-op cost is reported).
+        let count = name.hasPrefix("concurrent queue") ? ops / 10 : ops
+        let sample = measureQuiet(runs: options.runs) {
+          runMix(candidate, ops: count, threads: threads, writeEvery: writeEvery)
+        }
+        let perSecond = Double(count) / sample.median
+        results.append(
+          BenchmarkResult(
+            scenario: scenario,
+            contender: name,
+            sample: normalized(sample, by: Double(ops) / Double(count)),
+            items: ops,
+            isBaseline: index == 0,
+            note: String(format: "%.1f M ops/s", perSecond / 1e6)
+          )
+        )
+      }
+    }
+  }
+  return results
+}
+
+/// Scales a sample measured on fewer items to the full item count, so medians compare directly.
+private func normalized(_ sample: Sample, by factor: Double) -> Sample {
+  var scaled = sample
+  scaled.median *= factor
+  scaled.min *= factor
+  scaled.max *= factor
+  return scaled
+}
+
+// MARK: - Bounded task groups
+
+@inline(never)
+private func cheapTransform(_ x: Int) -> Int { x &* 2_654_435_761 }
+
+private func concurrentMapResults(_ options: BenchmarkOptions) async -> [BenchmarkResult] {
+  let count = options.quick ? 2_000 : 20_000
+  let input = Array(0..<count)
+  var results: [BenchmarkResult] = []
+  let scenario = "map \(count) trivial items"
+
+  let baseline = await measureAsyncQuiet(runs: options.runs) {
+    let output = await withTaskGroup(of: (Int, Int).self, returning: [Int].self) { group in
+      for x in input { group.addTask { (x, cheapTransform(x)) } }
+      var buffer = [Int](repeating: 0, count: count)
+      for await (index, value) in group { buffer[index] = value }
+      return buffer
+    }
+    precondition(output.count == count)
+  }
+  results.append(
+    BenchmarkResult(
+      scenario: scenario,
+      contender: "withTaskGroup, all added",
+      sample: baseline,
+      items: count,
+      isBaseline: true
+    )
+  )
+  for limit in [4, 64] {
+    let sample = await measureAsyncQuiet(runs: options.runs) {
+      let output = try? await input.concurrentMap(maxConcurrent: limit) { cheapTransform($0) }
+      precondition(output?.count == count)
+    }
+    results.append(
+      BenchmarkResult(
+        scenario: scenario, contender: "concurrentMap maxConcurrent \(limit)", sample: sample, items: count)
+    )
+  }
+  let bounded = await measureAsyncQuiet(runs: options.runs) {
+    let total = await withBoundedTaskGroup(maxConcurrent: 4, of: Int.self) { group in
+      for x in input { await group.addTask { cheapTransform(x) } }
+      var sum = 0
+      while let value = await group.next() { sum &+= value }
+      return sum
+    }
+    sink.add(total, ordering: .relaxed)
+  }
+  results.append(
+    BenchmarkResult(
+      scenario: scenario, contender: "withBoundedTaskGroup maxConcurrent 4", sample: bounded, items: count)
+  )
+  return results
+}
+
+// MARK: - Semaphores
+
+private func semaphoreResults(_ options: BenchmarkOptions) async -> [BenchmarkResult] {
+  let pairs = options.quick ? 100_000 : 1_000_000
+  var results: [BenchmarkResult] = []
+  let uncontended = "wait+signal, uncontended, \(pairs)"
+
+  let mutex = Mutex(0)
+  let lockSample = measureQuiet(runs: options.runs) {
+    for _ in 0..<pairs { mutex.withLock { $0 &+= 1 } }
+  }
+  results.append(
+    BenchmarkResult(
+      scenario: uncontended, contender: "Mutex lock+unlock", sample: lockSample, items: pairs, isBaseline: true)
+  )
+  let dispatchSemaphore = DispatchSemaphore(value: 1)
+  let dispatchSample = measureQuiet(runs: options.runs) {
+    for _ in 0..<pairs {
+      dispatchSemaphore.wait()
+      dispatchSemaphore.signal()
+    }
+  }
+  results.append(
+    BenchmarkResult(scenario: uncontended, contender: "DispatchSemaphore", sample: dispatchSample, items: pairs)
+  )
+  let semaphore = AsyncSemaphore(value: 1)
+  let asyncSample = await measureAsyncQuiet(runs: options.runs) {
+    for _ in 0..<pairs {
+      await semaphore.wait()
+      semaphore.signal()
+    }
+  }
+  results.append(BenchmarkResult(scenario: uncontended, contender: "AsyncSemaphore", sample: asyncSample, items: pairs))
+
+  let tasks = 8
+  let perTask = options.quick ? 2_000 : 20_000
+  let contended = "withPermit, \(tasks) tasks, 2 permits, \(tasks * perTask) total"
+  let permits = AsyncSemaphore(value: 2)
+  let contendedSample = await measureAsyncQuiet(runs: options.runs) {
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<tasks {
+        group.addTask {
+          for _ in 0..<perTask {
+            _ = try? await permits.withPermit { await Task.yield() }
+          }
+        }
+      }
+    }
+  }
+  let yieldOnly = await measureAsyncQuiet(runs: options.runs) {
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<tasks {
+        group.addTask {
+          for _ in 0..<perTask { await Task.yield() }
+        }
+      }
+    }
+  }
+  results.append(
+    BenchmarkResult(
+      scenario: contended,
+      contender: "Task.yield only (no semaphore)",
+      sample: yieldOnly,
+      items: tasks * perTask,
+      isBaseline: true
+    )
+  )
+  results.append(
+    BenchmarkResult(
+      scenario: contended,
+      contender: "AsyncSemaphore.withPermit",
+      sample: contendedSample,
+      items: tasks * perTask
+    )
+  )
+  return results
+}
+
+/// `measure` for bodies that cannot fail (the harness's defaulted `prepare` makes the plain call `throws`).
+private func measureQuiet(runs: Int, _ body: () -> Void) -> Sample {
+  measure(runs: runs, prepare: {}, body)
+}
+
+/// `measureAsync` for bodies that cannot fail.
+private func measureAsyncQuiet(runs: Int, _ body: () async -> Void) async -> Sample {
+  await measureAsync(runs: runs) { await body() }
+}

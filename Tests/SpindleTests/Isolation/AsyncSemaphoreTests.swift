@@ -1,0 +1,145 @@
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import Spindle
+
+@Suite struct AsyncSemaphoreTests {
+  @Test func issueShape() async {
+    // The issue's shape (one line there, joined by semicolons, which the linter splits).
+    let permits = AsyncSemaphore(value: 3)
+    await permits.wait()
+    permits.signal()
+    #expect(permits.availablePermits == 3)
+  }
+
+  @Test func permitsAreNeverExceeded() async throws {
+    let permits = AsyncSemaphore(value: 3)
+    let gauge = ConcurrencyGauge()
+    let tasks = stressSize(60)
+    await withTaskGroup(of: Void.self) { group in
+      for i in 0..<tasks {
+        group.addTask {
+          let body = {
+            gauge.enter()
+            for _ in 0..<5 { await Task.yield() }
+            gauge.leave()
+          }
+          if i.isMultiple(of: 2) {
+            await permits.wait()
+            await body()
+            permits.signal()
+          } else {
+            try? await permits.withPermit { await body() }
+          }
+        }
+      }
+    }
+    #expect(gauge.maximum <= 3)
+    #expect(gauge.maximum >= 1)
+    #expect(permits.availablePermits == 3)
+    #expect(permits.waiterCount == 0)
+  }
+
+  @Test func waitersAreServedFirstInFirstOut() async throws {
+    let permits = AsyncSemaphore(value: 0)
+    let order = Isolated([Int]())
+    var tasks: [Task<Void, Never>] = []
+    for i in 0..<8 {
+      tasks.append(
+        Task {
+          await permits.wait()
+          order.write { $0.append(i) }
+        })
+      #expect(await eventually { permits.waiterCount == i + 1 })
+    }
+    #expect(!permits.tryWait(), "a free permit must not jump the queue")
+    for i in 0..<8 {
+      permits.signal()
+      #expect(await eventually { order.read(\.count) == i + 1 })
+    }
+    for task in tasks { await task.value }
+    #expect(order.read { $0 } == Array(0..<8))
+  }
+
+  @Test func cancelledWaiterThrowsAndConsumesNoPermit() async throws {
+    let permits = AsyncSemaphore(value: 0)
+    let waiter = Task { try await permits.waitUnlessCancelled() }
+    #expect(await eventually { permits.waiterCount == 1 })
+    waiter.cancel()
+    await #expect(throws: CancellationError.self) { try await waiter.value }
+    #expect(permits.waiterCount == 0)
+    permits.signal()
+    #expect(permits.availablePermits == 1)
+    #expect(permits.tryWait())
+  }
+
+  @Test func alreadyCancelledTaskTakesNoFreePermit() async {
+    let permits = AsyncSemaphore(value: 2)
+    let task = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      return try await permits.withPermit { 42 }
+    }
+    await #expect(throws: CancellationError.self) { try await task.value }
+    #expect(permits.availablePermits == 2)
+  }
+
+  @Test func cancellationRacingSignalNeverLosesOrLeaksAPermit() async throws {
+    for _ in 0..<stressSize(200) {
+      let permits = AsyncSemaphore(value: 0)
+      let waiter = Task { try await permits.waitUnlessCancelled() }
+      #expect(await eventually { permits.waiterCount == 1 })
+      let signalled = DispatchSemaphore(value: 0)
+      DispatchQueue.global().async {
+        permits.signal()
+        signalled.signal()
+      }
+      waiter.cancel()
+      let held = (try? await waiter.value) != nil ? 1 : 0
+      await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+          signalled.wait()
+          continuation.resume()
+        }
+      }
+      // Exactly one permit exists: either the waiter holds it or it is free again.
+      #expect(held + permits.availablePermits == 1)
+      #expect(permits.waiterCount == 0)
+    }
+  }
+
+  @Test func tryWaitTakesOnlyFreePermits() {
+    let permits = AsyncSemaphore(value: 1)
+    #expect(permits.tryWait())
+    #expect(!permits.tryWait())
+    permits.signal()
+    #expect(permits.tryWait())
+  }
+
+  @Test func withPermitReturnsTheResultAndSignalsOnThrow() async throws {
+    struct Failure: Error {}
+    let permits = AsyncSemaphore(value: 1)
+    #expect(try await permits.withPermit { 7 } == 7)
+    await #expect(throws: Failure.self) { try await permits.withPermit { throw Failure() } }
+    #expect(permits.availablePermits == 1)
+  }
+
+  @Test func destroyedSemaphoreResumesWaitersWithADedicatedError() async throws {
+    let permits = AsyncSemaphore(value: 0)
+    let cancellable = Task { try await permits.waitUnlessCancelled() }
+    let plain = Task { await permits.wait() }
+    #expect(await eventually { permits.waiterCount == 2 })
+    // What `deinit` does; a waiting call keeps its semaphore alive, so deinit itself cannot be reached here.
+    permits.failAllWaiters(with: .destroyed)
+    await #expect(throws: AsyncSemaphoreError.destroyed) { try await cancellable.value }
+    await plain.value
+    await #expect(throws: AsyncSemaphoreError.destroyed) { try await permits.waitUnlessCancelled() }
+    #expect(AsyncSemaphoreError.destroyed.description.contains("deallocated"))
+  }
+
+  @Test func negativePermitCountStopsWithAMessage() async {
+    await #expect(processExitsWith: .failure) {
+      _ = AsyncSemaphore(value: -1)
+    }
+  }
+}
