@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A counting limit on executions in flight, with FIFO waiters that can leave when cancelled.
 ///
 /// `acquire` takes a slot or waits for one in arrival order; `release` hands the slot straight to the
@@ -39,7 +37,7 @@ final class InFlightLimit: Sendable {
 
   /// The most executions that may run at once.
   let limit: Int
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   init(limit: Int) {
     self.limit = limit

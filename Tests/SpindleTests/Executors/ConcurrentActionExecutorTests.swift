@@ -104,8 +104,8 @@ import Testing
 
   @Test func cancellingBeforeTheActionStartsSkipsActionAndCompletion() async throws {
     let gate = DispatchSemaphore(value: 0)
-    let ran = Mutex<[Int]>([])
-    let completed = Mutex<[Int]>([])
+    let ran = Locked<[Int]>([])
+    let completed = Locked<[Int]>([])
     let sut = ConcurrentActionExecutor<Int, Int>(maxInFlight: 1) { input in
       if input == 1 { gate.wait() }
       ran.withLock { $0.append(input) }
@@ -171,8 +171,8 @@ import Testing
 
   @Test func cancellationRacesKeepEveryExecutionConsistent() async {
     let count = stressSize(small: 2_000, large: 50_000)
-    let ran = Mutex<Set<Int>>([])
-    let delivered = Mutex<[Int: Int]>([:])
+    let ran = Locked<Set<Int>>([])
+    let delivered = Locked<[Int: Int]>([:])
     let sut = ConcurrentActionExecutor<Int, Int>(maxInFlight: 3) { input in
       ran.withLock { _ = $0.insert(input) }
       return input

@@ -7,20 +7,20 @@ import Testing
   @Test func waitersGetSlotsInArrivalOrder() async throws {
     let limit = InFlightLimit(limit: 1)
     await limit.acquire()
-    let order = OrderLog()
+    let order = Locked<[Int]>([])
     var waiters: [Task<Void, Never>] = []
     for index in 0..<5 {
       waiters.append(
         Task {
           await limit.acquire()
-          order.entries.withLock { $0.append(index) }
+          order.withLock { $0.append(index) }
           limit.release()
         })
       try await waitUntil { limit.waiting == index + 1 }
     }
     limit.release()
     for waiter in waiters { await waiter.value }
-    #expect(order.entries.withLock { $0 } == [0, 1, 2, 3, 4])
+    #expect(order.withLock { $0 } == [0, 1, 2, 3, 4])
     #expect(limit.inFlight == 0)
   }
 
@@ -52,6 +52,3 @@ import Testing
   }
 }
 
-private final class OrderLog: Sendable {
-  let entries = Mutex<[Int]>([])
-}

@@ -136,7 +136,7 @@ struct ActionFailure: Error, Equatable {
 
   @Test func completionCancellationRacesCallEveryCompletionExactlyOnce() async {
     let count = stressSize(small: 1_000, large: 20_000)
-    let calls = Mutex<[Int: Int]>([:])
+    let calls = Locked<[Int: Int]>([:])
     let sut = ThrowingConcurrentActionExecutor<Int, Int>(maxInFlight: 2) { $0 }
     let executions = (0..<count).map { index in
       sut.execute(index) { _ in calls.withLock { $0[index, default: 0] += 1 } }
