@@ -66,6 +66,45 @@ public let executorBenchmarkSuite = BenchmarkSuite(
       items: calls
     ))
 
+  // Many callers at once, each making async calls one after another.
+  let callers = 8
+  let concurrent = "\(calls) calls from \(callers) concurrent tasks (async)"
+  report.results.append(
+    BenchmarkResult(
+      scenario: concurrent,
+      contender: "await Task { }.value",
+      sample: await measureAsync(runs: runs) {
+        await withTaskGroup(of: Void.self) { group in
+          for _ in 0..<callers {
+            group.addTask {
+              var sum = 0
+              for index in 0..<(calls / callers) { sum &+= await Task { index &+ 1 }.value }
+              blackHole(sum)
+            }
+          }
+        }
+      },
+      items: calls,
+      isBaseline: true
+    ))
+  report.results.append(
+    BenchmarkResult(
+      scenario: concurrent,
+      contender: "executor.execute(_:) async, BlockingExecutor",
+      sample: await measureAsync(runs: runs) {
+        await withTaskGroup(of: Void.self) { group in
+          for _ in 0..<callers {
+            group.addTask {
+              var sum = 0
+              for index in 0..<(calls / callers) { sum &+= await onBlocking.execute(index) }
+              blackHole(sum)
+            }
+          }
+        }
+      },
+      items: calls
+    ))
+
   // Fire-and-forget: start every call, then wait for all completions.
   let fanOut = "\(calls) calls started at once (completion)"
   report.results.append(
@@ -138,7 +177,7 @@ public let executorBenchmarkSuite = BenchmarkSuite(
       try? await Task.sleep(for: .milliseconds(20))  // let the actions occupy their threads
       let clock = ContinuousClock()
       let start = clock.now
-      await Task.detached { blackHole(1) }.value
+      await Task.detached(priority: .high) { blackHole(1) }.value  // the actions' priority
       latencies.append((clock.now - start).seconds)
       for execution in executions { await execution.wait() }
     }
@@ -155,7 +194,7 @@ public let executorBenchmarkSuite = BenchmarkSuite(
   report.notes.append(
     "\(ProcessInfo.processInfo.activeProcessorCount) cores; BlockingExecutor.shared has "
       + "\(BlockingExecutor.defaultSharedThreadCount) threads. Starvation rows: wall time for the four actions, "
-      + "and how long an unrelated Task.detached took to run meanwhile."
+      + "and how long an unrelated Task.detached at the actions' priority (.high) took to run meanwhile."
   )
   return report
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -182,7 +184,12 @@ private func runBlockingThread(_ argument: UnsafeMutableRawPointer) {
 }
 
 /// The job queue of a ``BlockingExecutor``: a ring of jobs, a mutex and a condition variable.
-// Every mutable field is read and written only while `mutex` is held.
+///
+/// A thread that runs out of work first spins for a few microseconds (yielding the CPU each time)
+/// before it sleeps on the condition variable: a caller that hops to the executor and back, call
+/// after call, then finds a thread awake instead of paying a futex wake-up per call.
+// Every mutable field is read and written only while `mutex` is held; `pending` is an atomic copy
+// of `count` that spinning threads read without the lock.
 final class BlockingExecutorState: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   private let condition: UnsafeMutablePointer<pthread_cond_t>
@@ -192,6 +199,11 @@ final class BlockingExecutorState: @unchecked Sendable {
   private var stopped = false
   private var live = 0
   private var idle = 0
+  private var spinning = 0
+  private let pending = Atomic<Int>(0)
+
+  /// How long an out-of-work thread spins before it sleeps.
+  static let spinDuration: Duration = .microseconds(50)
 
   init() {
     mutex = .allocate(capacity: 1)
@@ -222,7 +234,8 @@ final class BlockingExecutorState: @unchecked Sendable {
       if count == jobs.count { grow() }
       jobs[(head + count) % jobs.count] = job
       count += 1
-      return (true, idle > 0)
+      pending.store(count, ordering: .relaxed)
+      return (true, idle > 0 && count > spinning)
     }
     if wake { pthread_cond_signal(condition) }
     return accepted
@@ -231,6 +244,13 @@ final class BlockingExecutorState: @unchecked Sendable {
   /// Waits for the next job; nil once the executor is shut down and the queue is empty.
   func pop() -> UnownedJob? {
     withLock {
+      if count == 0 && !stopped {
+        spinning += 1
+        pthread_mutex_unlock(mutex)
+        spinUntilPending()
+        pthread_mutex_lock(mutex)
+        spinning -= 1
+      }
       while count == 0 && !stopped {
         idle += 1
         pthread_cond_wait(condition, mutex)
@@ -241,7 +261,16 @@ final class BlockingExecutorState: @unchecked Sendable {
       jobs[head] = nil
       head = (head + 1) % jobs.count
       count -= 1
+      pending.store(count, ordering: .relaxed)
       return job
+    }
+  }
+
+  private func spinUntilPending() {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: Self.spinDuration)
+    while pending.load(ordering: .relaxed) == 0 && clock.now < deadline {
+      sched_yield()
     }
   }
 

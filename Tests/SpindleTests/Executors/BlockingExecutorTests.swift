@@ -79,9 +79,9 @@ import Testing
   }
 
   @Test func blockingActionsDoNotStarveUnrelatedTasks() async throws {
-    // More blocking actions than cores, each sleeping 3 s, on a BlockingExecutor: meanwhile an
-    // unrelated async task (on the cooperative pool) must finish promptly. On the cooperative pool the
-    // same actions would hold every pool thread for 3 s.
+    // More blocking actions than cores, each sleeping 3 s, on a BlockingExecutor: meanwhile unrelated
+    // async tasks at the actions' priority (the seed's .high) must finish promptly. Had the actions run
+    // on the cooperative pool (the seed), they would hold every pool thread of that priority for 3 s.
     let cores = BlockingExecutor.onlineProcessorCount
     let actions = cores + 2
     let executor = BlockingExecutor(name: "test.starve", threadCount: actions)
@@ -99,14 +99,9 @@ import Testing
 
     let clock = ContinuousClock()
     let begin = clock.now
-    let sum = await withTaskGroup(of: Int.self) { group in
-      for index in 0..<(cores * 4) {
-        group.addTask {
-          await Task.yield()
-          return index
-        }
-      }
-      return await group.reduce(0, +)
+    var sum = 0
+    for index in 0..<(cores * 4) {
+      sum += await Task.detached(priority: .high) { index }.value
     }
     let elapsed = clock.now - begin
     #expect(sum == (0..<(cores * 4)).reduce(0, +))

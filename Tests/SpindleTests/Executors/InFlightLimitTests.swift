@@ -51,4 +51,3 @@ import Testing
     #expect(limit.inFlight == 0)
   }
 }
-

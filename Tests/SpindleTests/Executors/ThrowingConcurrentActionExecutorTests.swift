@@ -70,7 +70,9 @@ struct ActionFailure: Error, Equatable {
   @Test func outputQueueReceivesTheResult() async {
     let queue = IdentifiableDispatchQueue(label: "test.throwing.output")
     let sut = ThrowingConcurrentActionExecutor<Int, Int>(outputQueue: queue) { $0 }
-    let onQueue = await withCheckedContinuation { c in sut.execute(1) { _ in c.resume(returning: IDQ.currentQueueIs(queue)) } }
+    let onQueue = await withCheckedContinuation { c in
+      sut.execute(1) { _ in c.resume(returning: IDQ.currentQueueIs(queue)) }
+    }
     #expect(onQueue)
   }
 
