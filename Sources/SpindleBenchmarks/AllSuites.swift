@@ -1,6 +1,7 @@
 /// Every benchmark suite `spindle bench` knows, in the order it runs them.
 public let allBenchmarkSuites: [BenchmarkSuite] = [
   allBenchmarkSuite,
+  executorBenchmarkSuite,
   isolationBenchmarkSuite,
   queueBenchmarkSuite,
 ]

@@ -1,0 +1,298 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A task executor with its own threads, for synchronous work that blocks.
+///
+/// Swift's cooperative pool has one thread per core. A synchronous call that sleeps, waits on a lock
+/// or does file I/O holds its pool thread for the whole call, and a few of them stall every other task
+/// in the process. `BlockingExecutor` owns a fixed number of POSIX threads that take jobs from one
+/// FIFO queue (a mutex and a condition variable), so blocking work waits there instead.
+///
+/// Use it as a task executor preference (SE-0417): nonisolated code in the task, and every child
+/// task, runs on these threads.
+///
+/// ```swift
+/// let text = await withTaskExecutorPreference(BlockingExecutor.shared) {
+///   readWholeFile(path)  // blocks one BlockingExecutor thread, not a cooperative one
+/// }
+/// Task(executorPreference: BlockingExecutor.shared) { compress(archive) }
+/// ```
+///
+/// Lifecycle: threads start in `init` and run until ``shutdown()``. After `shutdown()` the threads
+/// finish the jobs already queued, then exit; jobs enqueued later are handed to Swift's global
+/// concurrent executor, so a task that prefers a shut-down executor still completes (on the
+/// cooperative pool) instead of hanging. The threads keep the executor alive until they exit.
+public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unchecked Sendable {
+  // The stored properties below are immutable; `state` is a heap cell guarded by its own pthread
+  // mutex (see `BlockingExecutorState`), so sharing the executor across threads is safe.
+
+  /// The executor shared by the whole process, for blocking work that has no dedicated executor.
+  ///
+  /// It has ``defaultSharedThreadCount`` threads: twice the number of online cores, at least 4 and at
+  /// most 64. Blocking work spends most of its time waiting (I/O, sleeps, locks), so more threads than
+  /// cores keep the cores busy; at least 4 so that a couple of stalled calls on a small machine do not
+  /// hold up the rest; at most 64 to bound memory and context switches when the work is CPU-bound
+  /// after all. Its threads start on first use and cannot be shut down.
+  public static let shared = BlockingExecutor(name: "spindle.blocking", threadCount: defaultSharedThreadCount)
+
+  /// The number of threads of ``shared``: `min(64, max(4, 2 × online cores))`.
+  public static var defaultSharedThreadCount: Int {
+    min(64, max(4, 2 * onlineProcessorCount))
+  }
+
+  /// The name given to the executor, for debugging.
+  public let name: String
+
+  /// How many threads the executor runs.
+  public let threadCount: Int
+
+  private let state: BlockingExecutorState
+
+  /// Creates an executor and starts `threadCount` threads.
+  ///
+  /// - Parameters:
+  ///   - name: a name for debugging (on Apple platforms the threads are named after it).
+  ///   - threadCount: how many threads to start; must be at least 1.
+  public init(name: String = "spindle.blocking", threadCount: Int) {
+    precondition(
+      threadCount >= 1,
+      "BlockingExecutor(threadCount:) needs at least 1 thread, got \(threadCount)"
+    )
+    self.name = name
+    self.threadCount = threadCount
+    self.state = BlockingExecutorState()
+    for index in 0..<threadCount {
+      startThread(index: index)
+    }
+  }
+
+  /// Queues a job to run on one of the executor's threads (FIFO), or on the global executor after shutdown.
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let unowned = UnownedJob(job)
+    if !state.push(unowned) {
+      globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
+    }
+  }
+
+  /// Stops the executor: queued jobs still run, then the threads exit.
+  ///
+  /// Returns at once; it does not wait for the threads. Jobs enqueued after this call run on Swift's
+  /// global concurrent executor instead, so nothing hangs and nothing is lost. Calling it again does
+  /// nothing. ``shared`` cannot be shut down (a precondition failure).
+  public func shutdown() {
+    precondition(self !== Self.shared, "BlockingExecutor.shared cannot be shut down")
+    state.shutdown()
+  }
+
+  /// Whether ``shutdown()`` has been called.
+  public var isShutdown: Bool { state.isShutdown }
+
+  /// Whether the calling code runs on one of this executor's threads.
+  ///
+  /// ```swift
+  /// precondition(BlockingExecutor.shared.isCurrent, "call me from blocking work only")
+  /// ```
+  public var isCurrent: Bool {
+    let current: UnsafeMutableRawPointer? = pthread_getspecific(currentExecutorKey)
+    return current == Unmanaged.passUnretained(state).toOpaque()
+  }
+
+  /// The number of threads still running (drops to 0 after ``shutdown()`` once the queue is drained).
+  public var liveThreadCount: Int { state.liveThreads }
+
+  /// Jobs waiting for a thread (for tests).
+  var queuedJobsForTesting: Int { state.queuedJobs }
+
+  /// Whether every live thread waits for work (for tests).
+  var isIdleForTesting: Bool { state.idleThreads == state.liveThreads }
+
+  public var description: String { "BlockingExecutor(\(name), threads: \(threadCount))" }
+
+  private func startThread(index: Int) {
+    let context = BlockingThreadContext(executor: self, name: "\(name)-\(index)")
+    let argument = Unmanaged.passRetained(context).toOpaque()
+    state.threadStarted()
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    #if canImport(Glibc)
+      var thread = pthread_t()
+    #else
+      var thread: pthread_t? = nil
+    #endif
+    let result = pthread_create(&thread, &attributes, blockingThreadMain, argument)
+    precondition(result == 0, "BlockingExecutor could not start a thread (pthread_create error \(result))")
+  }
+
+  fileprivate func runLoop() {
+    let unownedSelf = asUnownedTaskExecutor()
+    pthread_setspecific(currentExecutorKey, Unmanaged.passUnretained(state).toOpaque())
+    while let job = state.pop() {
+      job.runSynchronously(on: unownedSelf)
+    }
+    state.threadExited()
+  }
+
+  static var onlineProcessorCount: Int {
+    let count = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+    return count > 0 ? count : 1
+  }
+}
+
+/// The thread-specific key whose value on a BlockingExecutor thread is its executor's state.
+private let currentExecutorKey: pthread_key_t = {
+  var key = pthread_key_t()
+  let result = pthread_key_create(&key, nil)
+  precondition(result == 0, "BlockingExecutor could not create a thread-specific key (error \(result))")
+  return key
+}()
+
+// Immutable after init; handed to exactly one new thread.
+private final class BlockingThreadContext: @unchecked Sendable {
+  let executor: BlockingExecutor
+  let name: String
+  init(executor: BlockingExecutor, name: String) {
+    self.executor = executor
+    self.name = name
+  }
+}
+
+#if canImport(Glibc)
+  private func blockingThreadMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    runBlockingThread(argument!)
+    return nil
+  }
+#else
+  private func blockingThreadMain(_ argument: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+    runBlockingThread(argument)
+    return nil
+  }
+#endif
+
+private func runBlockingThread(_ argument: UnsafeMutableRawPointer) {
+  let context = Unmanaged<BlockingThreadContext>.fromOpaque(argument).takeRetainedValue()
+  #if canImport(Darwin)
+    _ = pthread_setname_np(context.name)
+  #endif
+  context.executor.runLoop()
+}
+
+/// The job queue of a ``BlockingExecutor``: a ring of jobs, a mutex and a condition variable.
+///
+/// A thread that runs out of work first spins for a few microseconds (yielding the CPU each time)
+/// before it sleeps on the condition variable: a caller that hops to the executor and back, call
+/// after call, then finds a thread awake instead of paying a futex wake-up per call.
+// Every mutable field is read and written only while `mutex` is held; `pending` is an atomic copy
+// of `count` that spinning threads read without the lock.
+final class BlockingExecutorState: @unchecked Sendable {
+  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+  private let condition: UnsafeMutablePointer<pthread_cond_t>
+  private var jobs: [UnownedJob?] = Array(repeating: nil, count: 64)
+  private var head = 0
+  private var count = 0
+  private var stopped = false
+  private var live = 0
+  private var idle = 0
+  private var spinning = 0
+  private let pending = Atomic<Int>(0)
+
+  /// How long an out-of-work thread spins before it sleeps.
+  static let spinDuration: Duration = .microseconds(50)
+
+  init() {
+    mutex = .allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    condition = .allocate(capacity: 1)
+    condition.initialize(to: pthread_cond_t())
+    pthread_mutex_init(mutex, nil)
+    pthread_cond_init(condition, nil)
+  }
+
+  deinit {
+    pthread_cond_destroy(condition)
+    pthread_mutex_destroy(mutex)
+    condition.deallocate()
+    mutex.deallocate()
+  }
+
+  private func withLock<T>(_ body: () -> T) -> T {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return body()
+  }
+
+  /// Appends a job; false if the executor is shut down (the caller must run the job elsewhere).
+  func push(_ job: UnownedJob) -> Bool {
+    let (accepted, wake) = withLock { () -> (Bool, Bool) in
+      if stopped { return (false, false) }
+      if count == jobs.count { grow() }
+      jobs[(head + count) % jobs.count] = job
+      count += 1
+      pending.store(count, ordering: .relaxed)
+      return (true, idle > 0 && count > spinning)
+    }
+    if wake { pthread_cond_signal(condition) }
+    return accepted
+  }
+
+  /// Waits for the next job; nil once the executor is shut down and the queue is empty.
+  func pop() -> UnownedJob? {
+    withLock {
+      if count == 0 && !stopped {
+        spinning += 1
+        pthread_mutex_unlock(mutex)
+        spinUntilPending()
+        pthread_mutex_lock(mutex)
+        spinning -= 1
+      }
+      while count == 0 && !stopped {
+        idle += 1
+        pthread_cond_wait(condition, mutex)
+        idle -= 1
+      }
+      guard count > 0 else { return nil }
+      let job = jobs[head]
+      jobs[head] = nil
+      head = (head + 1) % jobs.count
+      count -= 1
+      pending.store(count, ordering: .relaxed)
+      return job
+    }
+  }
+
+  private func spinUntilPending() {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: Self.spinDuration)
+    while pending.load(ordering: .relaxed) == 0 && clock.now < deadline {
+      sched_yield()
+    }
+  }
+
+  func shutdown() {
+    withLock { stopped = true }
+    pthread_cond_broadcast(condition)
+  }
+
+  var isShutdown: Bool { withLock { stopped } }
+  var liveThreads: Int { withLock { live } }
+  var idleThreads: Int { withLock { idle } }
+  var queuedJobs: Int { withLock { count } }
+
+  func threadStarted() { withLock { live += 1 } }
+  func threadExited() { withLock { live -= 1 } }
+
+  private func grow() {
+    var larger: [UnownedJob?] = Array(repeating: nil, count: jobs.count * 2)
+    for offset in 0..<count {
+      larger[offset] = jobs[(head + offset) % jobs.count]
+    }
+    jobs = larger
+    head = 0
+  }
+}
