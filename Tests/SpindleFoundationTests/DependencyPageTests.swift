@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import SpindleFoundation
@@ -37,7 +36,7 @@ import Testing
   }
 
   @Test func untypedOperatorOnlyOrders() throws {
-    let order = Mutex<[String]>([])
+    let order = Protected<[String]>([])
     let first = BlockOperation { order.withLock { $0.append("first") } }
     let second = BlockOperation { order.withLock { $0.append("second") } }
     let third = ResultBlockOperation { order.withLock { $0.append("third") } }

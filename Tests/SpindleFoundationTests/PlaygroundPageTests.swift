@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import SpindleFoundation
@@ -111,7 +110,7 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
 @Suite struct NSOperationAsyncPageTests {
   @Test func finishesLateFromAnotherThreadAndStaysExecutingUntilThen() throws {
     let gate = Gate()
-    let mainThreadFinished = Mutex<Bool?>(nil)
+    let mainThreadFinished = Protected<Bool?>(nil)
     let operation = ProbeOperation { op in
       DispatchQueue.global().async {
         gate.wait()
@@ -156,7 +155,7 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
   @Test func cancelWhileRunningDoesNotFinishUntilTheBodyDoes() throws {
     let started = Gate()
     let proceed = Gate()
-    let sawCancellation = Mutex<Bool?>(nil)
+    let sawCancellation = Protected<Bool?>(nil)
     let operation = ProbeOperation { op in
       DispatchQueue.global().async {
         started.open()

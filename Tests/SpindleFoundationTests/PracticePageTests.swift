@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import SpindleFoundation
@@ -29,7 +28,7 @@ final class ImageProvider: Sendable {
 @Suite struct NSOperationInPracticePageTests {
   @Test func providersDeliverUnlessCancelled() throws {
     let names = ["dark_road_small.jpg", "train_day.jpg", "train_dusk.jpg", "train_night.jpg"]
-    let delivered = Mutex<[String: Image]>([:])
+    let delivered = Protected<[String: Image]>([:])
     var providers: [(String, ImageProvider)] = []
     for index in 0..<16 {
       let key = "\(index):\(names[index % names.count])"

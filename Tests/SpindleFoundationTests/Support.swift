@@ -115,7 +115,7 @@ func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
 
 /// Records misuse reports instead of writing them to standard error.
 final class MisuseLog: Sendable {
-  private let entries = Mutex<[AsyncOperation.Misuse]>([])
+  private let entries = Protected<[AsyncOperation.Misuse]>([])
   var all: [AsyncOperation.Misuse] { entries.withLock { $0 } }
   func record(_ misuse: AsyncOperation.Misuse) { entries.withLock { $0.append(misuse) } }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// An `Operation` whose work may end after `main()` returns: it is finished only when you call ``finish()``.
 ///
@@ -36,7 +35,7 @@ import Synchronization
 ///   }
 /// }
 /// ```
-// `machine` (a Mutex) protects the life cycle and `cancellation` (a Mutex) the cancel handlers;
+// `machine` (a lock) protects the life cycle and `cancellation` (a lock) the cancel handlers;
 // Foundation's own locks protect the rest of `Operation`.
 open class AsyncOperation: Operation, @unchecked Sendable {
   /// The life cycle of an ``AsyncOperation``: ready, then executing, then finished.
@@ -54,8 +53,8 @@ open class AsyncOperation: Operation, @unchecked Sendable {
     public var key: String { "is" + rawValue }
   }
 
-  private let machine = Mutex(AsyncOperationStateMachine())
-  private let cancellation = Mutex(CancelHandlers())
+  private let machine = Protected(AsyncOperationStateMachine())
+  private let cancellation = Protected(CancelHandlers())
 
   /// Creates an operation in the ``State/ready`` state.
   public override init() {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// An operation that wraps a callback API: its closure starts the work and calls `finish` when it ends.
 ///
@@ -15,7 +14,7 @@ import Synchronization
 ///   legacyLoad(named: "train_day") { bytes in finish(bytes) }
 /// }
 /// ```
-// `body` (a Mutex) protects the closure, taken once; the superclasses protect the rest.
+// `body` (a lock) protects the closure, taken once; the superclasses protect the rest.
 public final class AsyncBlockOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
   /// The handle a wrapped callback calls to finish an ``AsyncBlockOperation``.
   public struct Completion: Sendable {
@@ -49,11 +48,11 @@ public final class AsyncBlockOperation<Output: Sendable>: ResultOperation<Output
     }
   }
 
-  private let body: Mutex<(@Sendable (Completion) -> Void)?>
+  private let body: Protected<(@Sendable (Completion) -> Void)?>
 
   /// Creates an operation whose `body` starts the work and calls the ``Completion`` when it ends.
   public init(_ body: @escaping @Sendable (_ finish: Completion) -> Void) {
-    self.body = Mutex(body)
+    self.body = Protected(body)
     super.init()
   }
 

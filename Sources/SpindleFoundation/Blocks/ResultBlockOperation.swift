@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// An operation that runs a synchronous closure and keeps its typed result: `BlockOperation` with an output.
 ///
@@ -12,13 +11,13 @@ import Synchronization
 /// queue.addOperations([sum], waitUntilFinished: true)
 /// sum.output  // 5050
 /// ```
-// `body` (a Mutex) protects the closure, taken once; the superclasses protect the rest.
+// `body` (a lock) protects the closure, taken once; the superclasses protect the rest.
 public final class ResultBlockOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
-  private let body: Mutex<(@Sendable () throws -> Output)?>
+  private let body: Protected<(@Sendable () throws -> Output)?>
 
   /// Creates an operation that runs `body` once and keeps what it returns or throws.
   public init(_ body: @escaping @Sendable () throws -> Output) {
-    self.body = Mutex(body)
+    self.body = Protected(body)
     super.init()
   }
 

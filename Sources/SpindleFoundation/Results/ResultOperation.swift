@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// An ``AsyncOperation`` that produces a typed ``OutputProviding/Output``, or an error.
 ///
@@ -19,9 +18,9 @@ import Synchronization
 ///   }
 /// }
 /// ```
-// `storage` (a Mutex) protects the result; the superclass protects the life cycle.
+// `storage` (a lock) protects the result; the superclass protects the life cycle.
 open class ResultOperation<Output: Sendable>: AsyncOperation, OutputProviding, @unchecked Sendable {
-  private let storage = Mutex<Result<Output, any Error>?>(nil)
+  private let storage = Protected<Result<Output, any Error>?>(nil)
 
   /// Creates an operation with no result yet.
   public override init() {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A ``ResultOperation`` that turns a typed input, usually the output of a dependency, into an output.
 ///
@@ -25,11 +24,11 @@ import Synchronization
 /// queue.addOperations([load, tiltShift], waitUntilFinished: true)
 /// tiltShift.output  // the filtered image, or nil if load failed or was cancelled
 /// ```
-// `source` (a Mutex) protects the input source; `body` is immutable; the superclass protects the rest.
+// `source` (a lock) protects the input source; `body` is immutable; the superclass protects the rest.
 open class TransformOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, InputConsuming,
   @unchecked Sendable
 {
-  private let source = Mutex(InputSource<Input>())
+  private let source = Protected(InputSource<Input>())
   private let body: (@Sendable (Input) throws -> Output)?
 
   /// Creates an operation for a subclass that overrides ``transform(_:)`` or ``main(input:)``.
