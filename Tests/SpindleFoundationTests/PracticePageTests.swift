@@ -11,7 +11,10 @@ final class ImageProvider: Sendable {
   let filter: TiltShiftOperation
   let output: TransformOperation<Image, Void>
 
-  init(imageName: String, loadDelay: Double = 0.02, filterDelay: Double = 0.05, completion: @escaping @Sendable (Image) -> Void) {
+  init(
+    imageName: String, loadDelay: Double = 0.02, filterDelay: Double = 0.05,
+    completion: @escaping @Sendable (Image) -> Void
+  ) {
     load = ImageLoadOperation(imageName: imageName, delay: loadDelay)
     filter = TiltShiftOperation(delay: filterDelay)
     output = TransformOperation { image in completion(image) }
@@ -32,9 +35,13 @@ final class ImageProvider: Sendable {
     var providers: [(String, ImageProvider)] = []
     for index in 0..<16 {
       let key = "\(index):\(names[index % names.count])"
-      providers.append((key, ImageProvider(imageName: names[index % names.count]) { image in
-        delivered.withLock { $0[key] = image }
-      }))
+      providers.append(
+        (
+          key,
+          ImageProvider(imageName: names[index % names.count]) { image in
+            delivered.withLock { $0[key] = image }
+          }
+        ))
     }
     // Cancel every third provider while its load or filter is in flight.
     let cancelled = Set(providers.indices.filter { $0 % 3 == 0 })
@@ -64,5 +71,42 @@ final class ImageProvider: Sendable {
     #expect(provider.filter.output == nil)
     #expect(provider.output.isCancelled)
     #expect(delivered.value == 0)
+  }
+}
+
+/// swift-corelibs-foundation keeps an unowned pointer from a dependency to its dependents: a dependent
+/// cancelled (so finished at once) and freed before its dependency finishes used to crash the process.
+@Suite struct CancelledDependentLifetimeTests {
+  @Test func cancelledDependentFreedBeforeItsDependencyFinishesDoesNotCrash() throws {
+    let gate = Gate()
+    let load = AsyncBlockOperation<Image> { finish in
+      DispatchQueue.global().async {
+        gate.wait()
+        finish(makeImage(named: "slow"))
+      }
+    }
+    let queue = OperationQueue()
+    weak var weakFilter: TiltShiftOperation?
+    weak var weakOutput: TransformOperation<Image, Int>?
+    do {
+      let filter = TiltShiftOperation(delay: 0.01)
+      let output = TransformOperation { (image: Image) in image.count }
+      load |> filter |> output
+      queue.addOperations([load, filter, output], waitUntilFinished: false)
+      // The playground's ImageProvider.cancel(): the dependents finish at once, the load keeps running.
+      filter.cancel()
+      output.cancel()
+      try #require(wait(for: filter) && wait(for: output))
+      #expect(filter.isCancelled && output.isCancelled)
+      #expect(filter.runs.value == 0)
+      weakFilter = filter
+      weakOutput = output
+    }
+    // Give the queue time to drop its references, so the dependents are really freed (when nothing else
+    // holds them) before the load finishes.
+    _ = eventually(within: 2) { weakFilter == nil && weakOutput == nil }
+    gate.open()
+    try #require(drain(queue))
+    #expect(load.output == makeImage(named: "slow"))
   }
 }

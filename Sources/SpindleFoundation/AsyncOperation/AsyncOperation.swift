@@ -25,6 +25,11 @@ import Foundation
 /// Readiness is Foundation's: an operation is ready when all its dependencies have finished (or it was
 /// cancelled). This class does not override `isReady`.
 ///
+/// On Linux, a cancelled operation removes its dependencies as it finishes (so `dependencies` is empty
+/// afterwards). swift-corelibs-foundation keeps an unowned reference from a dependency to each dependent;
+/// a cancelled dependent finishes at once, and if it is freed before its dependency finishes, the
+/// dependency crashes touching it. Plain `BlockOperation`s still have that bug; ours do not.
+///
 /// ```swift
 /// final class LoadOperation: AsyncOperation, @unchecked Sendable {
 ///   override func main() {
@@ -88,6 +93,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
       main()
     case .finishWithoutRunning:
       willFinishWithoutRunning()
+      detachFromDependenciesIfCancelled()
       willChangeValue(forKey: State.finished.key)
       machine.withLock { $0.commitFinish() }
       didChangeValue(forKey: State.finished.key)
@@ -151,6 +157,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
     case .finish:
       store?()
       willFinishAfterRunning()
+      detachFromDependenciesIfCancelled()
       willChangeValue(forKey: State.executing.key)
       willChangeValue(forKey: State.finished.key)
       machine.withLock { $0.commitFinish() }
@@ -159,6 +166,18 @@ open class AsyncOperation: Operation, @unchecked Sendable {
     case .misuse(let kind, let first):
       reportMisuse(Misuse(kind: kind, operation: misuseName, location: location, firstFinish: first))
     }
+  }
+
+  /// Works around swift-corelibs-foundation keeping an *unowned* reference from each dependency to this
+  /// operation: cancelling makes the operation ready at once, so it may finish and be freed while a
+  /// dependency still runs, which then crashes touching it when it finishes. Removing the dependencies
+  /// first (serialized with the dependency's own lock) drops those references. Apple's Foundation does
+  /// not need it.
+  private func detachFromDependenciesIfCancelled() {
+    #if !canImport(Darwin)
+      guard isCancelled else { return }
+      for dependency in dependencies { removeDependency(dependency) }
+    #endif
   }
 
   /// Called once, before the finished state of a started operation becomes visible.
