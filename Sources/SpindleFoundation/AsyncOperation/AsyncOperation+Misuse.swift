@@ -5,9 +5,9 @@ extension AsyncOperation {
   public struct Misuse: Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
     public enum Kind: Sendable, Equatable {
-      /// ``AsyncOperation/finish()`` was called after the operation had already finished.
+      /// ``AsyncOperation/finish(file:line:)`` was called after the operation had already finished.
       case finishedTwice
-      /// ``AsyncOperation/finish()`` was called before the operation started executing.
+      /// ``AsyncOperation/finish(file:line:)`` was called before the operation started executing.
       case finishedBeforeStart
       /// ``AsyncOperation/start()`` was called on an operation that had already started.
       case startedTwice

@@ -1,19 +1,19 @@
 import Foundation
 
-/// An `Operation` whose work may end after `main()` returns: it is finished only when you call ``finish()``.
+/// An `Operation` whose work may end after `main()` returns: it is finished only when you call ``finish(file:line:)``.
 ///
-/// Subclass it, override `main()`, start the asynchronous work there and call ``finish()`` exactly once
+/// Subclass it, override `main()`, start the asynchronous work there and call ``finish(file:line:)`` exactly once
 /// when the work is over, from any thread. The queue keeps the operation *executing* until then, so
 /// dependents wait for the real end of the work, not for `main()` to return.
 ///
 /// The class fixes the playground's `AsyncOperation`:
 /// - The state is kept behind a lock, so `isExecuting`/`isFinished` are safe to read from any thread.
-/// - ``start()`` moves to ``State/executing`` *before* it calls `main()`, so a body that calls ``finish()``
+/// - ``start()`` moves to ``State/executing`` *before* it calls `main()`, so a body that calls ``finish(file:line:)``
 ///   before `main()` returns ends finished (the seed's ended executing forever).
 /// - `cancel()` only sets `isCancelled`: it never marks the operation finished while its body may still
-///   run. The body observes `isCancelled` (or registers ``onCancel(_:)``) and calls ``finish()`` itself.
+///   run. The body observes `isCancelled` (or registers ``onCancel(_:)``) and calls ``finish(file:line:)`` itself.
 ///   An operation cancelled before it started finishes without running `main()` when the queue starts it.
-/// - ``finish()`` wins exactly once. A second call (or a call before the operation started) changes
+/// - ``finish(file:line:)`` wins exactly once. A second call (or a call before the operation started) changes
 ///   nothing and is reported through ``reportMisuse(_:)`` — by default one line on standard error;
 ///   it never traps.
 /// - The queue learns of each change through `willChangeValue(forKey:)`/`didChangeValue(forKey:)` for
@@ -49,7 +49,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   public enum State: String, Sendable, CaseIterable {
     /// Not started yet (it may be waiting for dependencies, or be cancelled and waiting to be started).
     case ready = "Ready"
-    /// `main()` was called and ``AsyncOperation/finish()`` was not yet.
+    /// `main()` was called and ``AsyncOperation/finish(file:line:)`` was not yet.
     case executing = "Executing"
     /// Over: `isFinished` is `true`; the queue has been told.
     case finished = "Finished"
@@ -116,7 +116,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   ///
   /// Cancelling an operation that has not started makes it ready at once; when the queue starts it, it
   /// finishes without running `main()`. Cancelling a running operation only asks the body to stop: the
-  /// operation stays executing until the body calls ``finish()``. Cancelling a finished operation does
+  /// operation stays executing until the body calls ``finish(file:line:)``. Cancelling a finished operation does
   /// nothing. Subclasses that override this must call `super.cancel()`.
   open override func cancel() {
     super.cancel()
@@ -129,13 +129,13 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   ///
   /// Use it to cancel the underlying work of a wrapped callback API. The handler runs on the thread that
   /// calls `cancel()` (or on the calling thread if already cancelled), outside the operation's locks; it
-  /// must still let the body call ``finish()``.
+  /// must still let the body call ``finish(file:line:)``.
   public final func onCancel(_ handler: @escaping @Sendable () -> Void) {
     let runNow = cancellation.withLock { $0.add(handler) }
     if runNow { handler() }
   }
 
-  /// Reports a misuse of this operation (a second ``finish()``, a finish before start, a second start).
+  /// Reports a misuse of this operation (a second ``finish(file:line:)``, a finish before start, a second start).
   ///
   /// The default writes ``Misuse/description`` as one line to standard error. Override it to route the
   /// report elsewhere (a logger, a test recorder); it must not call back into the operation's life cycle.

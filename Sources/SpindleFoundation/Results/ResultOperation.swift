@@ -8,7 +8,7 @@ import Foundation
 ///
 /// The result is set before `isFinished` becomes `true`, so a dependent that starts after this operation
 /// always sees it. If the operation is cancelled before it starts, ``result`` becomes
-/// `.failure(OperationError.cancelled)`; if the body calls the plain ``AsyncOperation/finish()``,
+/// `.failure(OperationError.cancelled)`; if the body calls the plain ``AsyncOperation/finish(file:line:)``,
 /// `.failure(OperationError.finishedWithoutOutput)`.
 ///
 /// ```swift
