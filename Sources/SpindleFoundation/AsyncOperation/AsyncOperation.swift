@@ -40,7 +40,7 @@ import Foundation
 ///   }
 /// }
 /// ```
-// `machine` (a lock) protects the life cycle and `cancellation` (a lock) the cancel handlers;
+// `machine` (a lock) protects the life cycle and the cancel handlers;
 // Foundation's own locks protect the rest of `Operation`.
 open class AsyncOperation: Operation, @unchecked Sendable {
   /// The life cycle of an ``AsyncOperation``: ready, then executing, then finished.
@@ -59,7 +59,6 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   }
 
   private let machine = Protected(AsyncOperationStateMachine())
-  private let cancellation = Protected(CancelHandlers())
 
   /// Creates an operation in the ``State/ready`` state.
   public override init() {
@@ -121,7 +120,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   open override func cancel() {
     super.cancel()
     guard isCancelled else { return }
-    let handlers = cancellation.withLock { $0.cancel() }
+    let handlers = machine.withLock { $0.takeCancelHandlers() }
     for handler in handlers { handler() }
   }
 
@@ -131,7 +130,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
   /// calls `cancel()` (or on the calling thread if already cancelled), outside the operation's locks; it
   /// must still let the body call ``finish(file:line:)``.
   public final func onCancel(_ handler: @escaping @Sendable () -> Void) {
-    let runNow = cancellation.withLock { $0.add(handler) }
+    let runNow = machine.withLock { $0.addCancelHandler(handler) }
     if runNow { handler() }
   }
 
@@ -191,25 +190,5 @@ open class AsyncOperation: Operation, @unchecked Sendable {
     let address = "0x" + String(UInt(bitPattern: ObjectIdentifier(self).hashValue), radix: 16)
     if let name { return "\(type(of: self)) '\(name)' (\(address))" }
     return "\(type(of: self)) (\(address))"
-  }
-}
-
-/// The handlers registered with `onCancel`, and whether they already ran.
-private struct CancelHandlers {
-  private var cancelled = false
-  private var handlers: [@Sendable () -> Void] = []
-
-  /// Returns `true` if the handler must run now (already cancelled); otherwise keeps it.
-  mutating func add(_ handler: @escaping @Sendable () -> Void) -> Bool {
-    if cancelled { return true }
-    handlers.append(handler)
-    return false
-  }
-
-  /// Marks cancelled and hands back the handlers to run (each runs exactly once).
-  mutating func cancel() -> [@Sendable () -> Void] {
-    cancelled = true
-    defer { handlers = [] }
-    return handlers
   }
 }

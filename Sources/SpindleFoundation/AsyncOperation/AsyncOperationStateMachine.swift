@@ -31,6 +31,9 @@ struct AsyncOperationStateMachine {
   }
 
   private(set) var phase = Phase.ready
+  /// Handlers registered with `onCancel`, until `cancel()` takes them (each runs exactly once).
+  private var cancelHandlers: [@Sendable () -> Void] = []
+  private var cancelHandlersTaken = false
   /// Where `finish()` was first called, to name it when a second call is reported.
   private(set) var firstFinish: AsyncOperation.Misuse.Location?
 
@@ -75,5 +78,19 @@ struct AsyncOperationStateMachine {
   mutating func commitFinish() {
     guard case .finishing = phase else { preconditionFailure("commitFinish() without a claimed finish") }
     phase = .finished
+  }
+
+  /// Keeps `handler`, or returns `true` if the operation was already cancelled and it must run now.
+  mutating func addCancelHandler(_ handler: @escaping @Sendable () -> Void) -> Bool {
+    if cancelHandlersTaken { return true }
+    cancelHandlers.append(handler)
+    return false
+  }
+
+  /// Hands back the handlers to run on cancellation; later handlers run at once when added.
+  mutating func takeCancelHandlers() -> [@Sendable () -> Void] {
+    cancelHandlersTaken = true
+    defer { cancelHandlers = [] }
+    return cancelHandlers
   }
 }
