@@ -2,6 +2,7 @@
 public let allBenchmarkSuites: [BenchmarkSuite] = [
   allBenchmarkSuite,
   executorBenchmarkSuite,
+  foundationBenchmarkSuite,
   isolationBenchmarkSuite,
   queueBenchmarkSuite,
 ]

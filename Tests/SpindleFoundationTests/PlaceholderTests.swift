@@ -1,5 +1,0 @@
-import Testing
-
-@testable import SpindleFoundation
-
-@Test func spindleFoundationLinks() { #expect(Bool(true)) }

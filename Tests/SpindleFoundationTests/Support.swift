@@ -1,0 +1,144 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import SpindleFoundation
+
+/// A synthetic "image": a row of grey levels (the playground used UIImage).
+typealias Image = [UInt8]
+
+/// Makes a deterministic synthetic image for a name.
+func makeImage(named name: String, size: Int = 64) -> Image {
+  let seed = name.utf8.reduce(UInt8(0)) { $0 &+ $1 }
+  return (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) &+ seed }
+}
+
+/// A deterministic stand-in for the playground's tilt-shift: a 3-tap box blur.
+func blur(_ image: Image) -> Image {
+  guard image.count > 2 else { return image }
+  var out = image
+  for i in 1..<(image.count - 1) {
+    out[i] = UInt8((Int(image[i - 1]) + Int(image[i]) + Int(image[i + 1])) / 3)
+  }
+  return out
+}
+
+/// The playground's slow filter: the blur plus a sleep, so timing ratios do not depend on CPU load.
+func slowTiltShift(_ image: Image, seconds: Double = 0.15) -> Image {
+  Thread.sleep(forTimeInterval: seconds)
+  return blur(image)
+}
+
+/// The playground's `simulateNetworkImageLoadAsync`: calls back later, from another thread.
+func simulateNetworkImageLoadAsync(
+  named name: String,
+  delay: Double = 0.02,
+  callback: @escaping @Sendable (Image) -> Void
+) {
+  DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+    callback(makeImage(named: name))
+  }
+}
+
+/// Waits for `queue` to drain, at most `seconds`; `false` means it hung.
+func drain(_ queue: OperationQueue, within seconds: Double = 10) -> Bool {
+  let done = DispatchSemaphore(value: 0)
+  let box = UncheckedBox(queue)
+  DispatchQueue.global().async {
+    box.value.waitUntilAllOperationsAreFinished()
+    done.signal()
+  }
+  return done.wait(timeout: .now() + seconds) == .success
+}
+
+/// Waits for `operation` to finish, at most `seconds`; `false` means it hung.
+func wait(for operation: Operation, within seconds: Double = 10) -> Bool {
+  let done = DispatchSemaphore(value: 0)
+  DispatchQueue.global().async {
+    operation.waitUntilFinished()
+    done.signal()
+  }
+  return done.wait(timeout: .now() + seconds) == .success
+}
+
+// OperationQueue is thread-safe (its own locks); the box only carries it into a @Sendable closure.
+struct UncheckedBox<Value>: @unchecked Sendable {
+  let value: Value
+  init(_ value: Value) { self.value = value }
+}
+
+/// A counter safe to bump from any thread.
+final class Counter: Sendable {
+  private let count = Atomic<Int>(0)
+  private let peak = Atomic<Int>(0)
+  private let running = Atomic<Int>(0)
+
+  var value: Int { count.load(ordering: .sequentiallyConsistent) }
+  var peakConcurrency: Int { peak.load(ordering: .sequentiallyConsistent) }
+
+  @discardableResult
+  func increment() -> Int { count.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue }
+
+  /// Runs `body` while tracking how many bodies run at once.
+  func tracking<T>(_ body: () throws -> T) rethrows -> T {
+    let now = running.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+    var seen = peak.load(ordering: .sequentiallyConsistent)
+    while now > seen {
+      let (exchanged, original) = peak.compareExchange(
+        expected: seen, desired: now, ordering: .sequentiallyConsistent)
+      if exchanged { break }
+      seen = original
+    }
+    defer { running.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+    return try body()
+  }
+}
+
+/// A one-shot gate: `wait` blocks until `open` (bounded, so a bug cannot hang the suite).
+final class Gate: Sendable {
+  private let semaphore = DispatchSemaphore(value: 0)
+  func open() { semaphore.signal() }
+  @discardableResult
+  func wait(seconds: Double = 10) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+}
+
+/// Polls `condition` until it holds, at most `seconds`.
+func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+  let deadline = Date().addingTimeInterval(seconds)
+  while Date() < deadline {
+    if condition() { return true }
+    Thread.sleep(forTimeInterval: 0.001)
+  }
+  return condition()
+}
+
+/// Records misuse reports instead of writing them to standard error.
+final class MisuseLog: Sendable {
+  private let entries = Protected<[AsyncOperation.Misuse]>([])
+  var all: [AsyncOperation.Misuse] { entries.withLock { $0 } }
+  func record(_ misuse: AsyncOperation.Misuse) { entries.withLock { $0.append(misuse) } }
+}
+
+/// An async operation whose body is a closure and whose misuse reports go to a log.
+// The superclass's locks protect the state; `body` and `log` are immutable.
+final class ProbeOperation: AsyncOperation, @unchecked Sendable {
+  let log = MisuseLog()
+  let mainRuns = Counter()
+  private let body: @Sendable (ProbeOperation) -> Void
+
+  init(_ body: @escaping @Sendable (ProbeOperation) -> Void = { $0.finish() }) {
+    self.body = body
+    super.init()
+  }
+
+  override func main() {
+    mainRuns.increment()
+    body(self)
+  }
+
+  override func reportMisuse(_ misuse: Misuse) { log.record(misuse) }
+}
+
+/// Whether the environment asks for the big stress sizes.
+let stressScale = ProcessInfo.processInfo.environment["SPINDLE_STRESS"] == "1" ? 10 : 1
