@@ -30,7 +30,7 @@ public class AnyWork: @unchecked Sendable {
   /// Whether the body receives `Result` inputs (and so runs even when a dependency failed or was cancelled).
   let acceptsFailedDependencies: Bool
 
-  let lock = Mutex<Void>(())
+  let lock = SpinLock()
 
   /// Dependencies not yet finished, plus one while the work is still being wired up.
   let remaining: Atomic<Int>
@@ -68,7 +68,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Where the work is in its life; a snapshot that may change as soon as it is read.
   public var state: WorkState {
-    lock.withLock { _ in phase.state }
+    lock.withLock { phase.state }
   }
 
   /// Cancels the work.
@@ -86,7 +86,7 @@ public class AnyWork: @unchecked Sendable {
       case completed(Completed)
       case cancelTask(Task<Void, Never>?)
     }
-    let action: Action = lock.withLock { _ in
+    let action: Action = lock.withLock {
       switch phase {
       case .pending, .ready:
         return .completed(completeLocked(.cancelled))
@@ -109,7 +109,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Whether the body has been asked to stop (or the work was cancelled before it ran).
   var isCancellationRequested: Bool {
-    lock.withLock { _ in
+    lock.withLock {
       if case .cancelled = phase { return true }
       return cancelRequested
     }
@@ -122,9 +122,10 @@ public class AnyWork: @unchecked Sendable {
     fatalError("AnyWork.execute() must be overridden")
   }
 
-  /// Drops the body and anything it captured. Called with `lock` held when the work completes.
-  func releaseBodyLocked() {
-    fatalError("AnyWork.releaseBodyLocked() must be overridden")
+  /// Takes the body out (to be released after `lock` is released: its captures may run any code when they
+  /// deinitialise). Called with `lock` held when the work completes.
+  func takeBodyLocked() -> Any? {
+    fatalError("AnyWork.takeBodyLocked() must be overridden")
   }
 
   // MARK: - Engine
@@ -133,9 +134,13 @@ public class AnyWork: @unchecked Sendable {
   /// Call with `lock` held and the phase not yet final.
   final func completeLocked(_ termination: Termination) -> Completed {
     phase = Phase(termination)
-    releaseBodyLocked()
     runningTask = nil
-    let completed = Completed(termination: termination, dependents: dependents, handlers: completionHandlers)
+    let completed = Completed(
+      termination: termination,
+      dependents: dependents,
+      handlers: completionHandlers,
+      releasedBody: takeBodyLocked()
+    )
     dependents = SmallList()
     completionHandlers = SmallList()
     return completed
@@ -143,7 +148,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Completes pending or ready work without running it (a failed or cancelled dependency).
   final func completeWithoutRunning(_ termination: Termination) -> Completed? {
-    lock.withLock { _ in
+    lock.withLock {
       switch phase {
       case .pending, .ready: completeLocked(termination)
       case .running, .finished, .failed, .cancelled: nil
@@ -153,7 +158,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Records `dependent` to be told when this work completes; returns the termination instead if it already has.
   final func addDependent(_ dependent: AnyWork) -> Termination? {
-    lock.withLock { _ in
+    lock.withLock {
       if let termination = phase.termination { return termination }
       dependents.append(dependent)
       return nil
@@ -162,7 +167,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Moves pending work to ready; `false` if it was completed (cancelled) in the meantime.
   final func markReady() -> Bool {
-    lock.withLock { _ in
+    lock.withLock {
       guard case .pending = phase else { return false }
       phase = .ready
       return true
@@ -176,7 +181,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// Runs `handler` once the work is complete: now (on this thread) if it already is.
   final func whenCompleteErased(_ handler: @escaping @Sendable () -> Void) {
-    let runNow: Bool = lock.withLock { _ in
+    let runNow: Bool = lock.withLock {
       if phase.termination != nil { return true }
       completionHandlers.append(handler)
       return false
@@ -240,6 +245,8 @@ struct Completed {
   var termination: Termination
   var dependents: SmallList<AnyWork>
   var handlers: SmallList<@Sendable () -> Void>
+  /// The body of work that completed without running, released with this value outside the lock.
+  var releasedBody: Any?
 }
 
 /// What happened when a worker asked an item to run.

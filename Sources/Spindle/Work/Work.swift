@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A unit of work added to a ``WorkQueue``, producing a typed value.
 ///
@@ -54,7 +53,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// A cancelled item's result is `.failure(CancellationError())`; a failed item's is the error its body (or
   /// the failed dependency that ended it) threw.
   public var result: Result<Value, any Error>? {
-    lock.withLock { _ in resultLocked }
+    lock.withLock { resultLocked }
   }
 
   /// The value, waiting for the work to complete.
@@ -121,7 +120,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// The value of a finished dependency, for a dependent's body. Only called once the work finished.
   func dependencyValue() -> Value {
-    lock.withLock { _ in
+    lock.withLock {
       guard let value = storedValue else {
         preconditionFailure("Spindle: a dependent ran before its dependency finished")
       }
@@ -131,7 +130,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// The outcome of a completed dependency, for a dependent's body that takes `Result` inputs.
   func dependencyResult() -> Result<Value, any Error> {
-    lock.withLock { _ in
+    lock.withLock {
       guard let result = resultLocked else {
         preconditionFailure("Spindle: a dependent ran before its dependency completed")
       }
@@ -139,12 +138,14 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
   }
 
-  override func releaseBodyLocked() {
-    body = nil
+  override func takeBodyLocked() -> Any? {
+    guard let body else { return nil }
+    self.body = nil
+    return body
   }
 
   override func execute() -> Execution {
-    let body: Body? = lock.withLock { _ in
+    let body: Body? = lock.withLock {
       guard case .ready = phase else { return nil }
       phase = .running
       let body = self.body
@@ -176,7 +177,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
         }
         finishDetached(result)
       }
-      let cancelNow: Bool = lock.withLock { _ in
+      let cancelNow: Bool = lock.withLock {
         guard case .running = phase else { return false }
         runningTask = task
         return cancelRequested
@@ -193,7 +194,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// Stores the outcome of a body and moves to the final phase; `nil` if already complete.
   private func complete(_ result: Result<Value, any Error>) -> Completed? {
-    lock.withLock { _ in
+    lock.withLock {
       guard phase.termination == nil else { return nil }
       switch result {
       case .success(let success):
@@ -213,7 +214,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.
   func finishFromCallback(_ result: Result<Value, any Error>) {
-    let first: Bool = lock.withLock { _ in
+    let first: Bool = lock.withLock {
       if finishCalled { return false }
       finishCalled = true
       return true

@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Musl)
@@ -40,7 +38,7 @@ extension WorkQueue {
   }
 }
 
-private let misuseHandlerStorage = Mutex<@Sendable (String) -> Void>(WorkQueue.standardErrorMisuseHandler)
+private let misuseHandlerStorage = PThreadLocked<@Sendable (String) -> Void>(WorkQueue.standardErrorMisuseHandler)
 
 /// Reports a survived programmer error through ``WorkQueue/misuseHandler``.
 func reportMisuse(_ message: String) {

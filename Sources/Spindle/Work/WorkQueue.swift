@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -45,7 +44,7 @@ public final class WorkQueue: Sendable {
 
   let taskPriority: TaskPriority
   private let dispatchQueue: DispatchQueue
-  private let scheduler: Mutex<SchedulerState>
+  private let scheduler: PThreadLocked<SchedulerState>
 
   /// Creates a queue.
   ///
@@ -67,7 +66,7 @@ public final class WorkQueue: Sendable {
     self.maxConcurrent = maxConcurrent
     self.qos = qos
     self.dispatchQueue = DispatchQueue.global(qos: qos)
-    self.scheduler = Mutex(SchedulerState())
+    self.scheduler = PThreadLocked(SchedulerState())
     switch qos {
     case .userInteractive, .userInitiated: taskPriority = .high
     case .utility: taskPriority = .utility

@@ -180,7 +180,7 @@ struct WorkQueueSemanticsTests {
   @Test("priority order with width 1: highest first, first in first out within a priority")
   func priorityOrder() async throws {
     let queue = WorkQueue(name: "priority", maxConcurrent: 1)
-    let order = Mutex<[String]>([])
+    let order = PThreadLocked<[String]>([])
     queue.suspend()
     let plan: [(String, WorkPriority)] = [
       ("n1", .normal), ("l1", .low), ("h1", .high), ("n2", .normal), ("vh", .veryHigh),
@@ -287,7 +287,7 @@ final class MisuseRecorder: Sendable {
     return recorder
   }()
 
-  private let storage = Mutex<[String]>([])
+  private let storage = PThreadLocked<[String]>([])
 
   func record(_ message: String) { storage.withLock { $0.append(message) } }
 
