@@ -1,6 +1,5 @@
 /// Every benchmark suite `spindle bench` knows, in the order it runs them.
 public let allBenchmarkSuites: [BenchmarkSuite] = [
-  allBenchmarkSuite,
   executorBenchmarkSuite,
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,
