@@ -31,7 +31,13 @@ enum Spindle {
       switch first {
       case "demo": return try await DemoCommand.run(arguments)
       case "tiltshift": return try await TiltShiftCommand.run(arguments)
-      case "tour": return try TourCommand.run(arguments)
+      case "tour":
+        // The tour's pages block while they wait, as the playground did: give them a thread of their own,
+        // not one of Swift's few cooperative threads.
+        let tourArguments = arguments
+        return try await withCheckedThrowingContinuation { continuation in
+          Thread.detachNewThread { continuation.resume(with: Result { try TourCommand.run(tourArguments) }) }
+        }
       case "bench": return try await BenchCommand.run(arguments)
       case "--version": Terminal.out(version)
       case "--help", "-h", "help": Terminal.out(spec.help)

@@ -1,6 +1,80 @@
+import Dispatch
+import Foundation
+import Spindle
+import Synchronization
+
+/// `spindle tour [PAGE]`: the playground's pages as short narrated scenarios that run on Linux.
 enum TourCommand {
+  static let spec = CommandSpec(
+    name: "spindle tour",
+    abstract: "Walk through the concurrency playground's pages as runnable scenarios.",
+    discussion: "Without PAGE every page runs in order. Pages: \(pages.map(\.name).joined(separator: ", ")).",
+    positionals: [("page", "One page to run (see --list).", false, true)],
+    options: [OptionSpec(name: "list", help: "List the pages and exit.")]
+  )
+
+  struct Page: Sendable {
+    var name: String
+    var title: String
+    var run: @Sendable () throws -> Void
+  }
+
+  static let pages: [Page] = [
+    Page(name: "work", title: "A unit of work", run: unitOfWork),
+    Page(name: "queue", title: "A queue with width 1 vs 2", run: queueWidth),
+    Page(name: "async", title: "An asynchronous unit", run: asynchronousUnit),
+    Page(name: "dependencies", title: "Dependencies that pass values", run: dependencies),
+    Page(name: "pipeline", title: "A pipeline per image, with cancellation", run: pipeline),
+    Page(name: "gcd", title: "GCD queues: serial vs concurrent, and labels", run: gcdQueues),
+    Page(name: "groups", title: "Dispatch groups with notify", run: groups),
+    Page(name: "barrier", title: "Barriers: torn state vs Isolated", run: barrier),
+  ]
+
   static func run(_ arguments: [String]) throws -> Int32 {
-    Terminal.out("spindle tour: not yet")
+    let parsed = try spec.parse(arguments)
+    if parsed.flag("help") {
+      Terminal.out(spec.help)
+      return 0
+    }
+    if parsed.flag("list") {
+      for (index, page) in pages.enumerated() {
+        Terminal.out("\(index + 1). \(page.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(page.title)")
+      }
+      return 0
+    }
+    var selected = pages
+    if let name = parsed.positionals.first {
+      guard
+        let page = pages.first(where: { $0.name == name })
+          ?? Int(name).flatMap({ pages.indices.contains($0 - 1) ? pages[$0 - 1] : nil })
+      else {
+        throw UsageError(
+          message: "no tour page '\(name)' (pages: \(pages.map(\.name).joined(separator: ", ")))", usage: spec.usage)
+      }
+      selected = [page]
+    }
+    for page in selected {
+      Terminal.out("\n" + Terminal.styled("── \(page.title) (\(page.name)) ──", .bold))
+      try page.run()
+    }
     return 0
+  }
+
+  // MARK: - Helpers
+
+  static func say(_ text: String) { Terminal.out(Terminal.styled(text, .dim)) }
+  static func show(_ text: String) { Terminal.out("  " + text) }
+
+  /// The playground's artificially slow filter: `sleep(1)` there, a tenth of a second here.
+  static func slowFilter(_ pixels: [UInt8]) -> [UInt8] {
+    usleep(100_000)
+    return pixels.map { 255 - $0 }
+  }
+
+  static func time(_ body: () throws -> Void) rethrows -> Double {
+    let start = ContinuousClock.now
+    try body()
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
   }
 }
