@@ -111,6 +111,7 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
   /// Whether every live thread waits for work (for tests).
   var isIdleForTesting: Bool { state.idleThreads == state.liveThreads }
 
+  /// A short description for logs: the name and the thread count.
   public var description: String { "BlockingExecutor(\(name), threads: \(threadCount))" }
 
   private func startThread(index: Int) {
