@@ -34,6 +34,24 @@ import Testing
     #expect(total == (0..<500).reduce(0, +))
   }
 
+  @Test func jobsRunInFIFOOrderOnASingleThread() async throws {
+    let executor = BlockingExecutor(name: "test.fifo", threadCount: 1)
+    defer { executor.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let blocker = Task(executorPreference: executor) { gate.wait() }
+    try await waitUntil { executor.queuedJobsForTesting == 0 && !executor.isIdleForTesting }
+    let order = Locked<[Int]>([])
+    var tasks: [Task<Void, Never>] = []
+    for index in 0..<20 {
+      tasks.append(Task(executorPreference: executor) { order.withLock { $0.append(index) } })
+      try await waitUntil { executor.queuedJobsForTesting == index + 1 }
+    }
+    gate.signal()
+    await blocker.value
+    for task in tasks { await task.value }
+    #expect(order.withLock { $0 } == Array(0..<20))
+  }
+
   @Test func sharedExecutorIsSizedForBlockingWork() {
     let cores = BlockingExecutor.onlineProcessorCount
     #expect(BlockingExecutor.defaultSharedThreadCount == min(64, max(4, 2 * cores)))
