@@ -27,10 +27,8 @@ import Synchronization
 /// finish the jobs already queued, then exit; jobs enqueued later are handed to Swift's global
 /// concurrent executor, so a task that prefers a shut-down executor still completes (on the
 /// cooperative pool) instead of hanging. The threads keep the executor alive until they exit.
+// Stored properties are immutable; the job queue in `state` is guarded by its pthread mutex.
 public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unchecked Sendable {
-  // The stored properties below are immutable; `state` is a heap cell guarded by its own pthread
-  // mutex (see `BlockingExecutorState`), so sharing the executor across threads is safe.
-
   /// The executor shared by the whole process, for blocking work that has no dedicated executor.
   ///
   /// It has ``defaultSharedThreadCount`` threads: twice the number of online cores, at least 4 and at
@@ -111,6 +109,7 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
   /// Whether every live thread waits for work (for tests).
   var isIdleForTesting: Bool { state.idleThreads == state.liveThreads }
 
+  /// A short description for logs: the name and the thread count.
   public var description: String { "BlockingExecutor(\(name), threads: \(threadCount))" }
 
   private func startThread(index: Int) {

@@ -125,8 +125,7 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   ///
   /// Delivery goes through the Swift runtime's main executor, so `completion` is isolated to the main
   /// actor both in a program with an `async` main and in one that parked its main thread in
-  /// `dispatchMain()` (on Linux the main queue is then drained by other threads; see the
-  /// <doc:ConcurrentActionExecutor> article). Cancellation works as for ``execute(_:completion:)``.
+  /// `dispatchMain()` (on Linux the main queue is then drained by other threads, swiftlang/swift#90851). Cancellation works as for ``execute(_:completion:)``.
   @discardableResult
   public func executeAndDeliverOnMain(
     _ input: Input,

@@ -30,8 +30,11 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
 
   let settings: ExecutionSettings
 
-  /// Creates an executor for a throwing `action`; the parameters mean what they mean for
-  /// ``ConcurrentActionExecutor/init(priority:executor:maxInFlight:outputQueue:action:)``.
+  /// Creates an executor for a throwing `action`.
+  ///
+  /// The parameters mean what they mean for ``ConcurrentActionExecutor``: `executor` defaults to
+  /// ``BlockingExecutor/shared``; `maxInFlight` (at least 1) bounds actions running at once;
+  /// `outputQueue` is where plain completions run.
   public init(
     priority: TaskPriority = .high,
     executor: any TaskExecutor = BlockingExecutor.shared,

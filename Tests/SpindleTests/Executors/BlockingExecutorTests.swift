@@ -34,6 +34,24 @@ import Testing
     #expect(total == (0..<500).reduce(0, +))
   }
 
+  @Test func jobsRunInFIFOOrderOnASingleThread() async throws {
+    let executor = BlockingExecutor(name: "test.fifo", threadCount: 1)
+    defer { executor.shutdown() }
+    let gate = DispatchSemaphore(value: 0)
+    let blocker = Task(executorPreference: executor) { gate.wait() }
+    try await waitUntil { executor.queuedJobsForTesting == 0 && !executor.isIdleForTesting }
+    let order = Locked<[Int]>([])
+    var tasks: [Task<Void, Never>] = []
+    for index in 0..<20 {
+      tasks.append(Task(executorPreference: executor) { order.withLock { $0.append(index) } })
+      try await waitUntil { executor.queuedJobsForTesting == index + 1 }
+    }
+    gate.signal()
+    await blocker.value
+    for task in tasks { await task.value }
+    #expect(order.withLock { $0 } == Array(0..<20))
+  }
+
   @Test func sharedExecutorIsSizedForBlockingWork() {
     let cores = BlockingExecutor.onlineProcessorCount
     #expect(BlockingExecutor.defaultSharedThreadCount == min(64, max(4, 2 * cores)))
@@ -78,38 +96,64 @@ import Testing
     }
   }
 
-  @Test func blockingActionsDoNotStarveUnrelatedTasks() async throws {
-    // More blocking actions than cores, each sleeping 3 s, on a BlockingExecutor: meanwhile unrelated
-    // async tasks at the actions' priority (the seed's .high) must finish promptly. Had the actions run
-    // on the cooperative pool (the seed), they would hold every pool thread of that priority for 3 s.
-    let cores = BlockingExecutor.onlineProcessorCount
-    let actions = cores + 2
-    let executor = BlockingExecutor(name: "test.starve", threadCount: actions)
-    defer { executor.shutdown() }
-    let started = Atomic<Int>(0)
-    let finished = Atomic<Int>(0)
-    let sut = ConcurrentActionExecutor<Void, Bool>(executor: executor) {
-      started.add(1, ordering: .relaxed)
-      sleep(3)
-      finished.add(1, ordering: .relaxed)
-      return executor.isCurrent
+  @Test func blockingActionsDoNotStarveUnrelatedTasks() async {
+    // Runs in a child process, so that other tests flooding the cooperative pool at the same priority
+    // cannot delay the unrelated tasks and make the bound flaky.
+    let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+      for failure in await starvationScenario() { print("starvation failure: \(failure)") }
+      print("starvation scenario done")
     }
-    let executions = (0..<actions).map { _ in sut.execute { #expect($0) } }
-    try await waitUntil { started.load(ordering: .relaxed) == actions }
-
-    let clock = ContinuousClock()
-    let begin = clock.now
-    var sum = 0
-    for index in 0..<(cores * 4) {
-      sum += await Task.detached(priority: .high) { index }.value
-    }
-    let elapsed = clock.now - begin
-    #expect(sum == (0..<(cores * 4)).reduce(0, +))
-    #expect(elapsed < .seconds(2), "unrelated tasks took \(elapsed) while blocking actions ran")
-    #expect(finished.load(ordering: .relaxed) < actions, "the unrelated work overlapped the blocking actions")
-    for execution in executions { await execution.wait() }
-    #expect(finished.load(ordering: .relaxed) == actions)
+    let output = String(decoding: result?.standardOutputContent ?? [], as: UTF8.self)
+    let lines = output.split(separator: "\n")
+    #expect(lines.contains("starvation scenario done"))
+    let failures = lines.filter { $0.hasPrefix("starvation failure: ") }
+    #expect(failures.isEmpty, "\(failures.joined(separator: "; "))")
   }
+}
+
+/// More blocking actions than cores, each sleeping 3 s, on a BlockingExecutor: meanwhile unrelated
+/// async tasks at the actions' priority (the seed's .high) must finish promptly. Had the actions run on
+/// the cooperative pool (the seed), they would hold every pool thread of that priority for 3 s.
+///
+/// Returns what went wrong (empty when all is well).
+func starvationScenario() async -> [String] {
+  var failures: [String] = []
+  let cores = BlockingExecutor.onlineProcessorCount
+  let actions = cores + 2
+  let executor = BlockingExecutor(name: "test.starve", threadCount: actions)
+  defer { executor.shutdown() }
+  let started = Atomic<Int>(0)
+  let finished = Atomic<Int>(0)
+  let onExecutor = Atomic<Int>(0)
+  let sut = ConcurrentActionExecutor<Void, Void>(executor: executor) {
+    started.add(1, ordering: .relaxed)
+    if executor.isCurrent { onExecutor.add(1, ordering: .relaxed) }
+    sleep(3)
+    finished.add(1, ordering: .relaxed)
+  }
+  let executions = (0..<actions).map { _ in sut.execute {} }
+  let deadline = ContinuousClock.now + .seconds(10)
+  while started.load(ordering: .relaxed) < actions && ContinuousClock.now < deadline {
+    try? await Task.sleep(for: .milliseconds(5))
+  }
+
+  let clock = ContinuousClock()
+  let begin = clock.now
+  var sum = 0
+  for index in 0..<(cores * 4) {
+    sum += await Task.detached(priority: .high) { index }.value
+  }
+  let elapsed = clock.now - begin
+  let finishedMeanwhile = finished.load(ordering: .relaxed)
+  for execution in executions { await execution.wait() }
+
+  if started.load(ordering: .relaxed) != actions { failures.append("only some actions started") }
+  if sum != (0..<(cores * 4)).reduce(0, +) { failures.append("wrong sum \(sum)") }
+  if elapsed >= .seconds(2) { failures.append("unrelated tasks took \(elapsed) while blocking actions ran") }
+  if finishedMeanwhile != 0 { failures.append("\(finishedMeanwhile) actions ended before the unrelated tasks") }
+  if onExecutor.load(ordering: .relaxed) != actions { failures.append("actions ran off the BlockingExecutor") }
+  if finished.load(ordering: .relaxed) != actions { failures.append("not every action finished") }
+  return failures
 }
 
 /// Polls `condition` every 5 ms; fails (instead of hanging) after `timeout`.

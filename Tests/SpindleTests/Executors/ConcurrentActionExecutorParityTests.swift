@@ -71,6 +71,17 @@ import Testing
     #expect(MainQueueProbe.isOnMainQueue)
   }
 
+  @Test func seedStyleInitialisersCompileUnchanged() async {
+    // As in the seed's README: explicit labels, a named function, an explicit closure type.
+    let byFunction = ConcurrentActionExecutor<Int, Int>(priority: .high, action: double)
+    let byClosure = ConcurrentActionExecutor<String, Int>(action: { (text: String) -> Int in text.count })
+    let output = await withCheckedContinuation { continuation in
+      byFunction.execute(4, completion: { continuation.resume(returning: $0) })
+    }
+    #expect(output == 8)
+    #expect(await byClosure.execute("four") == 4)
+  }
+
   @Test func seedInitialiserKeepsPriorityAndAction() async {
     let sut = ConcurrentActionExecutor<Int, Int>(priority: .low) { $0 + 1 }
     #expect(sut.priority == .low)
@@ -78,6 +89,8 @@ import Testing
     #expect(ConcurrentActionExecutor<Int, Int> { $0 }.priority == .high)
   }
 }
+
+private func double(_ value: Int) -> Int { value * 2 }
 
 /// Tells whether code runs on the main dispatch queue, which drives the main actor on every platform.
 enum MainQueueProbe {

@@ -75,15 +75,18 @@ func startDispatchMainOnAPlainThread() {
   #else
     var thread: pthread_t? = nil
   #endif
-  let result = pthread_create(
-    &thread,
-    nil,
-    { argument in
+  #if canImport(Glibc)
+    let body: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { argument in
       Unmanaged<DispatchSemaphore>.fromOpaque(argument!).takeRetainedValue().signal()
       dispatchMain()
-    },
-    context
-  )
+    }
+  #else
+    let body: @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? = { argument in
+      Unmanaged<DispatchSemaphore>.fromOpaque(argument).takeRetainedValue().signal()
+      dispatchMain()
+    }
+  #endif
+  let result = pthread_create(&thread, nil, body, context)
   precondition(result == 0, "pthread_create failed: \(result)")
   ready.wait()
 }

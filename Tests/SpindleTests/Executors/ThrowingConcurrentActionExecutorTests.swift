@@ -22,6 +22,16 @@ struct ActionFailure: Error, Equatable {
     await #expect(throws: ActionFailure(code: -1)) { try await sut.execute(-1) }
   }
 
+  @Test func actionsRunOnTheSharedBlockingExecutorByDefault() async throws {
+    let sut = ThrowingConcurrentActionExecutor<Void, Bool> { BlockingExecutor.shared.isCurrent }
+    #expect(try await sut.execute())
+    let viaCompletion = await withCheckedContinuation { c in sut.execute { c.resume(returning: $0) } }
+    #expect(try viaCompletion.get())
+    #expect(sut.executor === BlockingExecutor.shared)
+    #expect(sut.maxInFlight == nil)
+    #expect(sut.outputQueue == nil)
+  }
+
   @Test func voidAsyncFormRethrows() async {
     let sut = ThrowingConcurrentActionExecutor<Void, Int> { throw ActionFailure(code: 9) }
     await #expect(throws: ActionFailure(code: 9)) { try await sut.execute() }
