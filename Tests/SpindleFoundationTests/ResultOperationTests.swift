@@ -1,0 +1,72 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import SpindleFoundation
+
+/// Outcomes of typed operations that end without a normal value.
+@Suite struct ResultOperationTests {
+  // Finishes with the plain finish(), without a value.
+  final class Forgetful: ResultOperation<Int>, @unchecked Sendable {
+    override func main() { finish() }
+  }
+
+  // Finishes twice with different values; only the first counts.
+  final class Twice: ResultOperation<Int>, @unchecked Sendable {
+    let log = MisuseLog()
+    override func main() {
+      finish(returning: 1)
+      finish(returning: 2)
+    }
+    override func reportMisuse(_ misuse: Misuse) { log.record(misuse) }
+  }
+
+  @Test func plainFinishWithoutAValueIsAnError() {
+    let operation = Forgetful()
+    operation.name = "forgetful"
+    operation.start()
+    #expect(operation.isFinished)
+    #expect(throws: OperationError.finishedWithoutOutput(operation: operation.misuseName)) {
+      try operation.result?.get()
+    }
+  }
+
+  @Test func secondFinishDoesNotReplaceTheResult() {
+    let operation = Twice()
+    operation.start()
+    #expect(operation.output == 1)
+    #expect(operation.log.all.map(\.kind) == [.finishedTwice])
+  }
+
+  @Test func cancelledBeforeStartEndsWithCancelledAndNeverRunsTheBody() throws {
+    let ran = Counter()
+    let operation = ResultBlockOperation {
+      ran.increment()
+      return 42
+    }
+    operation.cancel()
+    let queue = OperationQueue()
+    queue.addOperation(operation)
+    try #require(drain(queue))
+    #expect(ran.value == 0)
+    #expect(operation.output == nil)
+    #expect(throws: OperationError.self) { try operation.result?.get() }
+  }
+
+  @Test func resultIsNilUntilFinished() throws {
+    let gate = Gate()
+    let operation = AsyncBlockOperation<String> { finish in
+      DispatchQueue.global().async {
+        gate.wait()
+        finish("done")
+      }
+    }
+    let queue = OperationQueue()
+    queue.addOperation(operation)
+    #expect(eventually { operation.isExecuting })
+    #expect(operation.result == nil)
+    gate.open()
+    try #require(drain(queue))
+    #expect(operation.output == "done")
+  }
+}
