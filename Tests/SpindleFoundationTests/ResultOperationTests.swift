@@ -70,3 +70,40 @@ import Testing
     #expect(operation.output == "done")
   }
 }
+
+/// `TaskOperation`: async bodies on an OperationQueue. The tests are `async` and never block a thread of
+/// the cooperative pool, which the operations' tasks need.
+@Suite struct TaskOperationTests {
+  @Test func asyncBodyFeedsAChain() async throws {
+    let fetch = TaskOperation { () async throws -> Image in
+      try await Task.sleep(for: .milliseconds(10))
+      return makeImage(named: "async")
+    }
+    let filter = TiltShiftOperation(delay: 0.01)
+    fetch |> filter
+    let queue = OperationQueue()
+    queue.addOperation(fetch)
+    queue.addOperation(filter)
+    #expect(await drainWithoutBlocking(queue))
+    #expect(filter.output == blur(makeImage(named: "async")))
+  }
+
+  @Test func cancellingTheOperationCancelsTheTask() async throws {
+    let started = Counter()
+    let fetch = TaskOperation { () async throws -> Image in
+      started.increment()
+      try await Task.sleep(for: .seconds(30))
+      return makeImage(named: "never")
+    }
+    let filter = TiltShiftOperation(delay: 0.01)
+    fetch |> filter
+    let queue = OperationQueue()
+    queue.addOperation(fetch)
+    queue.addOperation(filter)
+    try #require(await eventuallyAsync { started.value == 1 })
+    fetch.cancel()
+    #expect(await drainWithoutBlocking(queue))
+    #expect(throws: CancellationError.self) { try fetch.result?.get() }
+    #expect(filter.isCancelled && filter.runs.value == 0)
+  }
+}
