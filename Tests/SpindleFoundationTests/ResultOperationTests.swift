@@ -72,7 +72,8 @@ import Testing
 }
 
 /// `TaskOperation`: async bodies on an OperationQueue. The tests are `async` and never block a thread of
-/// the cooperative pool, which the operations' tasks need.
+/// the cooperative pool, which the operations' tasks need. Synchronous tests running in parallel do block
+/// it (a machine with 2 cores has 2 such threads), so the bounds are long: they only catch a hang.
 @Suite struct TaskOperationTests {
   @Test func asyncBodyFeedsAChain() async throws {
     let fetch = TaskOperation { () async throws -> Image in
@@ -84,7 +85,7 @@ import Testing
     let queue = OperationQueue()
     queue.addOperation(fetch)
     queue.addOperation(filter)
-    #expect(await drainWithoutBlocking(queue))
+    #expect(await drainWithoutBlocking(queue, within: 60))
     #expect(filter.output == blur(makeImage(named: "async")))
   }
 
@@ -100,9 +101,9 @@ import Testing
     let queue = OperationQueue()
     queue.addOperation(fetch)
     queue.addOperation(filter)
-    try #require(await eventuallyAsync { started.value == 1 })
+    try #require(await eventuallyAsync(within: 60) { started.value == 1 })
     fetch.cancel()
-    #expect(await drainWithoutBlocking(queue))
+    #expect(await drainWithoutBlocking(queue, within: 60))
     #expect(throws: CancellationError.self) { try fetch.result?.get() }
     #expect(filter.isCancelled && filter.runs.value == 0)
   }
