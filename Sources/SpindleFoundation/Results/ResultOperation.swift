@@ -52,14 +52,12 @@ open class ResultOperation<Output: Sendable>: AsyncOperation, OutputProviding, @
   }
 
   override func willFinishAfterRunning() {
-    let cancelled = isCancelled
+    // Only the winning finish gets here, so a result stored by finish(with:) is already in place.
+    guard storage.withLock({ $0 == nil }) else { return }
     let name = misuseName
-    storage.withLock { result in
-      if result == nil {
-        result = .failure(
-          cancelled ? OperationError.cancelled(operation: name) : OperationError.finishedWithoutOutput(operation: name))
-      }
-    }
+    let error =
+      isCancelled ? OperationError.cancelled(operation: name) : OperationError.finishedWithoutOutput(operation: name)
+    storage.withLock { $0 = .failure(error) }
   }
 
   override func willFinishWithoutRunning() {
