@@ -39,15 +39,18 @@ enum Spindle {
           Thread.detachNewThread { continuation.resume(with: Result { try TourCommand.run(tourArguments) }) }
         }
       case "bench": return try await BenchCommand.run(arguments)
-      case "--version": Terminal.out(version)
-      case "--help", "-h", "help": Terminal.out(spec.help)
+      case "--version", "--help", "-h", "help":
+        guard arguments.isEmpty else {
+          throw UsageError(message: "unexpected argument '\(arguments[0])' after \(first)", usage: spec.usage)
+        }
+        Terminal.out(first == "--version" ? version : spec.help)
       default:
         throw UsageError(message: "unknown subcommand '\(first)'", usage: spec.usage)
       }
       return 0
     } catch let error as UsageError {
       Terminal.error(error.description)
-      Terminal.error("See 'spindle --help'.")
+      Terminal.error("See '\(error.command) --help'.")
       return 2
     } catch {
       Terminal.error("error: \(error)")
@@ -56,4 +59,6 @@ enum Spindle {
   }
 }
 
+// A closed output pipe must not kill a batch half-way: writes fail with EPIPE instead, and are ignored.
+signal(SIGPIPE, SIG_IGN)
 exit(await Spindle.main())

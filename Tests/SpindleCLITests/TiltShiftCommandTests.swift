@@ -177,3 +177,63 @@ import TiltShift
     }
   }
 }
+
+@Suite struct TiltShiftPlanningTests {
+  @Test func shardsAgreeOnCollisionsWithInputs() throws {
+    // a-tiltshift.jpg is an input (in shard 1) and the output of a.jpg (in shard 2): no shard may overwrite it.
+    let root = try CLI.temporaryFolder()
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a.jpg"), seed: 1, width: 32, height: 24)
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a-tiltshift.jpg"), seed: 2, width: 32, height: 24)
+    let before = try Data(contentsOf: root.appendingPathComponent("a-tiltshift.jpg"))
+    for shard in ["1/2", "2/2"] {
+      _ = try CLI.run(["tiltshift", root.path, "-o", root.path, "--shard", shard, "--overwrite"])
+    }
+    #expect(try Data(contentsOf: root.appendingPathComponent("a-tiltshift.jpg")) == before)
+  }
+
+  @Test func sameFormatFollowsTheBytesNotTheName() throws {
+    let root = try CLI.temporaryFolder()
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("fake.png"), seed: 1, width: 32, height: 24)
+    let out = root.appendingPathComponent("out")
+    let result = try CLI.run(["tiltshift", root.appendingPathComponent("fake.png").path, "-o", out.path])
+    #expect(result.status == 0, "\(result.stderr)")
+    let written = try TiltShiftCommandTests.files(in: out)
+    #expect(written == ["fake-tiltshift.jpg"], "a JPEG named .png is written as .jpg: \(written)")
+    let bytes = try [UInt8](Data(contentsOf: out.appendingPathComponent("fake-tiltshift.jpg")))
+    #expect(ImageFormat(detecting: bytes) == .jpeg)
+  }
+
+  @Test func specialFilesAreRejectedNotOpened() throws {
+    let root = try CLI.temporaryFolder()
+    let fifo = root.appendingPathComponent("pipe.jpg")
+    #expect(mkfifo(fifo.path, 0o600) == 0)
+    let result = try CLI.run(["tiltshift", fifo.path, "-o", root.appendingPathComponent("out").path], timeout: 30)
+    #expect(result.status == 1)
+    #expect(result.stderr.contains("pipe.jpg: not a regular file"))
+  }
+
+  @Test func recursiveRunsMirrorSubfolders() throws {
+    let root = try CLI.temporaryFolder()
+    for year in ["2023", "2024"] {
+      let folder = root.appendingPathComponent("photos/\(year)")
+      try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+      try TiltShiftCommandTests.writePhoto(
+        folder.appendingPathComponent("IMG_0001.jpg"), seed: 1, width: 32, height: 24)
+    }
+    let out = root.appendingPathComponent("out")
+    let result = try CLI.run(["tiltshift", "-qr", root.appendingPathComponent("photos").path, "-o", out.path])
+    #expect(result.status == 0, "\(result.stderr)")
+    for year in ["2023", "2024"] {
+      #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent("\(year)/IMG_0001-tiltshift.jpg").path))
+    }
+  }
+
+  @Test func anOptionIsNeverTakenAsAValue() throws {
+    let root = try CLI.temporaryFolder()
+    let result = try CLI.run(["tiltshift", root.path, "-o", "--json"])
+    #expect(result.status == 2)
+    #expect(result.stderr.contains("--output needs a value"))
+    #expect(result.stderr.contains("See 'spindle tiltshift --help'"))
+    #expect(!FileManager.default.fileExists(atPath: "--json"))
+  }
+}

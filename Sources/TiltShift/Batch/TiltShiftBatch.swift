@@ -2,17 +2,20 @@ import Dispatch
 import Spindle
 import Synchronization
 
-/// One file of a batch: where to read it and where its result goes.
+/// One file of a batch: where to read it, where its result goes, and in which format.
 public struct BatchItem: Sendable, Hashable {
   /// The photo to read (JPEG or PNG, detected from its bytes).
   public var input: String
   /// Where the filtered photo is written (atomically).
   public var output: String
+  /// The output's format; nil follows ``BatchConfiguration/outputFormat``, then the input's own format.
+  public var format: ImageFormat?
 
   /// Creates an item.
-  public init(input: String, output: String) {
+  public init(input: String, output: String, format: ImageFormat? = nil) {
     self.input = input
     self.output = output
+    self.format = format
   }
 }
 
@@ -22,7 +25,7 @@ public struct BatchConfiguration: Sendable {
   public var filter: TiltShiftFilter
   /// The decoder, with its pixel limit (decompression bombs are refused before allocating).
   public var decoder: ImageDecoder
-  /// The output format, or nil to keep each input's format.
+  /// The output format for items that name none, or nil to keep each input's format.
   public var outputFormat: ImageFormat?
   /// JPEG quality, 1...100.
   public var jpegQuality: Int
@@ -178,6 +181,8 @@ public final class TiltShiftBatch: Sendable {
 
   private let codecQueue: WorkQueue
   private let filterQueue: WorkQueue
+  /// Serialises the bookkeeping: starting files, recording reports, calling `onFileFinished`.
+  private let bookkeeping = DispatchQueue(label: "tiltshift.batch")
   private let state: Mutex<State>
 
   private struct State {
@@ -185,11 +190,13 @@ public final class TiltShiftBatch: Sendable {
     var inFlight = 0
     var cancelled = false
     var started = false
+    var finished = false
     var reports: [FileReport?]
     var progress: BatchProgress
     var totals = StageTimings()
-    var continuation: CheckedContinuation<Void, Never>?
-    var finished = false
+    var waiters: [CheckedContinuation<Void, Never>] = []
+    var onFileFinished: @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
+    var start = ContinuousClock.now
   }
 
   /// Creates a batch; nothing runs until ``run(onFileFinished:)``.
@@ -199,7 +206,8 @@ public final class TiltShiftBatch: Sendable {
     codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs)
     filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs)
     state = Mutex(
-      State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count)))
+      State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
+    )
   }
 
   /// Stops the batch: no new file starts, pending work is cancelled, running work is told to stop.
@@ -214,37 +222,34 @@ public final class TiltShiftBatch: Sendable {
     guard !wasCancelled else { return }
     codecQueue.cancelAll()
     filterQueue.cancelAll()
+    // Files not yet started are reported as cancelled now, not when the running ones end.
+    bookkeeping.async { [self] in startMore() }
   }
 
   /// Runs every file and returns when all have ended; `onFileFinished` is called once per file as it ends.
   ///
   /// `onFileFinished` runs on an internal serial queue, one call at a time, with the progress after that file.
-  /// A batch runs once; a second call returns the same summary immediately.
+  /// A batch runs once: a second call starts nothing, waits for the first run and returns the same summary
+  /// (its `onFileFinished` is not called).
   public func run(
     onFileFinished: @escaping @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
   ) async -> BatchSummary {
-    let clock = ContinuousClock()
-    let start = clock.now
-    let bookkeeping = DispatchQueue(label: "tiltshift.batch")
-    let alreadyStarted = state.withLock { state in
-      defer { state.started = true }
-      return state.started
-    }
-    if !alreadyStarted {
-      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let done = state.withLock { state in
-          state.continuation = continuation
-          return state.reports.isEmpty
+    let start = ContinuousClock.now
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let (first, finished) = state.withLock { state in
+        defer { state.started = true }
+        if !state.finished { state.waiters.append(continuation) }
+        if !state.started {
+          state.onFileFinished = onFileFinished
+          state.start = start
         }
-        if done {
-          finish()
-        } else {
-          startMore(bookkeeping: bookkeeping, start: start, onFileFinished: onFileFinished)
-        }
+        return (!state.started, state.finished)
       }
-    } else {
-      await codecQueue.allFinished()
-      await filterQueue.allFinished()
+      if finished {
+        continuation.resume()
+      } else if first {
+        bookkeeping.async { [self] in startMore() }
+      }
     }
     return state.withLock { state in
       BatchSummary(
@@ -258,45 +263,39 @@ public final class TiltShiftBatch: Sendable {
     }
   }
 
-  private func finish() {
-    let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-      guard !state.finished else { return nil }
-      state.finished = true
-      defer { state.continuation = nil }
-      return state.continuation
-    }
-    continuation?.resume()
-  }
-
-  /// Adds pipelines while fewer than `maxImagesInMemory` are in flight; when cancelled, reports the rest as such.
-  private func startMore(
-    bookkeeping: DispatchQueue,
-    start: ContinuousClock.Instant,
-    onFileFinished: @escaping @Sendable (FileReport, BatchProgress) -> Void
-  ) {
-    enum Step {
-      case start(Int)
-      case cancelRest(Range<Int>)
-      case finish
-      case wait
-    }
+  /// Adds pipelines while fewer than `maxImagesInMemory` are in flight; once cancelled, reports the rest as such;
+  /// resumes the waiters when every file has ended. Runs on `bookkeeping` only.
+  private func startMore() {
+    dispatchPrecondition(condition: .onQueue(bookkeeping))
+    let (onFileFinished, start) = state.withLock { ($0.onFileFinished, $0.start) }
     while true {
+      enum Step {
+        case start(Int)
+        case cancelRest(Range<Int>, BatchProgress)
+        case finish([CheckedContinuation<Void, Never>])
+        case wait
+      }
       let step: Step = state.withLock { state in
+        guard state.started, !state.finished else { return .wait }
         if state.cancelled, state.next < items.count {
           let rest = state.next..<items.count
           state.next = items.count
           for index in rest {
             state.reports[index] = FileReport(item: items[index], outcome: .cancelled, timings: StageTimings())
-            state.progress.cancelled += 1
           }
-          return .cancelRest(rest)
+          state.progress.cancelled += rest.count
+          state.progress.elapsed = (ContinuousClock.now - start).secondsValue
+          return .cancelRest(rest, state.progress)
         }
         if state.next < items.count, state.inFlight < configuration.maxImagesInMemory {
           state.inFlight += 1
           state.next += 1
           return .start(state.next - 1)
         }
-        return state.inFlight == 0 && state.next == items.count ? .finish : .wait
+        guard state.inFlight == 0, state.next == items.count else { return .wait }
+        state.finished = true
+        defer { state.waiters = [] }
+        return .finish(state.waiters)
       }
       switch step {
       case .start(let index):
@@ -319,19 +318,15 @@ public final class TiltShiftBatch: Sendable {
               return state.progress
             }
             onFileFinished(report, progress)
-            startMore(bookkeeping: bookkeeping, start: start, onFileFinished: onFileFinished)
+            startMore()
           }
         }
-      case .cancelRest(let rest):
-        let progress = state.withLock { state in
-          state.progress.elapsed = (ContinuousClock.now - start).secondsValue
-          return state.progress
-        }
+      case .cancelRest(let rest, let progress):
         for index in rest {
           onFileFinished(FileReport(item: items[index], outcome: .cancelled, timings: StageTimings()), progress)
         }
-      case .finish:
-        finish()
+      case .finish(let waiters):
+        for waiter in waiters { waiter.resume() }
         return
       case .wait:
         return
@@ -343,7 +338,6 @@ public final class TiltShiftBatch: Sendable {
     var image: Image
     var format: ImageFormat
     var bytesRead: Int
-    var timings: StageTimings
   }
 
   private struct Written: Sendable {
@@ -351,41 +345,39 @@ public final class TiltShiftBatch: Sendable {
     var height: Int
     var bytesRead: Int
     var bytesWritten: Int
-    var timings: StageTimings
   }
 
   /// Adds the three work items of file `index` and calls `completion` once with its report.
+  ///
+  /// The completion handler holds neither the decoded nor the filtered image, so each is released as soon as
+  /// the next stage is done with it.
   private func startPipeline(_ index: Int, completion: @escaping @Sendable (FileReport) -> Void) {
     let item = items[index]
     let configuration = configuration
+    let timings = Mutex(StageTimings())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
     let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
       let clock = ContinuousClock()
       let start = clock.now
+      defer { timings.withLock { $0.decode = (clock.now - start).secondsValue } }
       let bytes = try ImageFile.read(item.input)
       try WorkContext.current?.checkCancellation()
-      let format = ImageFormat(detecting: bytes)
       let image: Image
       do throws(ImageError) {
         image = try configuration.decoder.decode(bytes)
       } catch {
         throw error.naming(item.input)
       }
-      return Decoded(
-        image: image,
-        format: format ?? .jpeg,
-        bytesRead: bytes.count,
-        timings: StageTimings(decode: (clock.now - start).secondsValue)
-      )
+      return Decoded(image: image, format: ImageFormat(detecting: bytes) ?? .jpeg, bytesRead: bytes.count)
     }
     let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
       (decoded: Decoded) throws -> Decoded in
       try WorkContext.current?.checkCancellation()
       let clock = ContinuousClock()
       let start = clock.now
+      defer { timings.withLock { $0.filter = (clock.now - start).secondsValue } }
       var result = decoded
       result.image = configuration.filter.apply(to: decoded.image, bands: configuration.bandsPerImage)
-      result.timings.filter = (clock.now - start).secondsValue
       return result
     }
     let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
@@ -393,52 +385,44 @@ public final class TiltShiftBatch: Sendable {
       try WorkContext.current?.checkCancellation()
       let clock = ContinuousClock()
       let start = clock.now
-      let format = configuration.outputFormat ?? filtered.format
+      defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
+      let format = item.format ?? configuration.outputFormat ?? filtered.format
       let bytes = try ImageEncoder(format: format, jpegQuality: configuration.jpegQuality).encode(filtered.image)
       // Last point at which a cancelled batch leaves no output for this file.
       try WorkContext.current?.checkCancellation()
       try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
-      var timings = filtered.timings
-      timings.encode = (clock.now - start).secondsValue
       return Written(
         width: filtered.image.width,
         height: filtered.image.height,
         bytesRead: filtered.bytesRead,
-        bytesWritten: bytes.count,
-        timings: timings
+        bytesWritten: bytes.count
       )
     }
+    // A cancel() that raced with adding this file must still reach it.
+    if state.withLock({ $0.cancelled }) {
+      decode.cancel()
+      filter.cancel()
+      encode.cancel()
+    }
     encode.onCompletion(on: DispatchQueue.global()) { result in
-      let timings = decode.result.flatMap { try? $0.get().timings } ?? StageTimings()
+      let timings = timings.withLock { $0 }
+      let outcome: FileReport.Outcome
       switch result {
       case .success(let written):
-        completion(
-          FileReport(
-            item: item,
-            outcome: .succeeded(
-              width: written.width,
-              height: written.height,
-              bytesRead: written.bytesRead,
-              bytesWritten: written.bytesWritten
-            ),
-            timings: written.timings
-          )
+        outcome = .succeeded(
+          width: written.width,
+          height: written.height,
+          bytesRead: written.bytesRead,
+          bytesWritten: written.bytesWritten
         )
       case .failure(let error as ImageError):
-        completion(
-          FileReport(
-            item: item, outcome: .failed(error.path == nil ? error.naming(item.input) : error), timings: timings))
+        outcome = .failed(error.path == nil ? error.naming(item.input) : error)
       case .failure(is CancellationError):
-        completion(FileReport(item: item, outcome: .cancelled, timings: timings))
+        outcome = .cancelled
       case .failure(let error):
-        completion(
-          FileReport(
-            item: item,
-            outcome: .failed(ImageError(.writeFailed(reason: "\(error)"), path: item.input)),
-            timings: timings
-          )
-        )
+        outcome = .failed(ImageError(.writeFailed(reason: "\(error)"), path: item.input))
       }
+      completion(FileReport(item: item, outcome: outcome, timings: timings))
     }
   }
 }

@@ -79,15 +79,27 @@ public enum ImageFile {
     guard !name.isEmpty else { throw ImageError(.writeFailed(reason: "not a file name"), path: path) }
     var temporary = ""
     var fd: Int32 = -1
+    var openError: Int32 = 0
+    var refused = false
     for _ in 0..<16 {
       let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
       temporary = folder + "." + name + temporaryMarker + String(repeating: "0", count: 8 - suffix.count) + suffix
-      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-      if fd >= 0 || errno != EEXIST { break }
+      // Created and registered under the lock, so a concurrent removeInFlightTemporaryFiles() sees it or
+      // refuses it: no temporary file can slip past a cleanup.
+      inFlight.withLock { state in
+        guard !state.closed else {
+          refused = true
+          return
+        }
+        fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        openError = errno
+        if fd >= 0 { state.paths.insert(temporary) }
+      }
+      if refused { throw ImageError(.writeFailed(reason: "the process is exiting"), path: path) }
+      if fd >= 0 || openError != EEXIST { break }
     }
-    guard fd >= 0 else { throw ImageError(.writeFailed(reason: systemMessage(errno)), path: path) }
-    inFlight.withLock { _ = $0.insert(temporary) }
-    defer { inFlight.withLock { _ = $0.remove(temporary) } }
+    guard fd >= 0 else { throw ImageError(.writeFailed(reason: systemMessage(openError)), path: path) }
+    defer { inFlight.withLock { _ = $0.paths.remove(temporary) } }
 
     func fail(_ code: Int32) -> ImageError {
       unlink(temporary)
@@ -112,13 +124,27 @@ public enum ImageFile {
     if replacingExisting {
       guard rename(temporary, path) == 0 else { throw fail(errno) }
     } else {
-      guard link(temporary, path) == 0 else {
+      if link(temporary, path) != 0 {
         let linkError = errno
+        switch linkError {
+        case EEXIST:
+          unlink(temporary)
+          throw ImageError(.destinationExists, path: path)
+        case EPERM, EOPNOTSUPP, ENOSYS, EXDEV:
+          // File systems without hard links (FAT, exFAT, some network shares): check, then rename. Not atomic
+          // against another writer of the same name, but never replaces a file that existed before the check.
+          if access(path, F_OK) == 0 {
+            unlink(temporary)
+            throw ImageError(.destinationExists, path: path)
+          }
+          guard rename(temporary, path) == 0 else { throw fail(errno) }
+        default:
+          unlink(temporary)
+          throw ImageError(.writeFailed(reason: systemMessage(linkError)), path: path)
+        }
+      } else {
         unlink(temporary)
-        if linkError == EEXIST { throw ImageError(.destinationExists, path: path) }
-        throw ImageError(.writeFailed(reason: systemMessage(linkError)), path: path)
       }
-      unlink(temporary)
     }
     let folderFD = open(folder.isEmpty ? "." : folder, O_RDONLY | O_CLOEXEC)
     if folderFD >= 0 {
@@ -151,14 +177,24 @@ public enum ImageFile {
   /// Removes the temporary files this process is writing at this moment and returns how many.
   ///
   /// For a cancellation handler: a write that loses its temporary file this way fails with
-  /// ``ImageError/Kind/writeFailed(reason:)`` and its destination is untouched.
+  /// ``ImageError/Kind/writeFailed(reason:)`` and its destination is untouched. With `refusingNewOnes`, every
+  /// later ``writeAtomically(_:to:replacingExisting:)`` in this process fails at once without creating a file
+  /// — for a process about to exit, so that no write can start between the cleanup and the exit.
   @discardableResult
-  public static func removeInFlightTemporaryFiles() -> Int {
-    inFlight.withLock { paths in paths.reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count } }
+  public static func removeInFlightTemporaryFiles(refusingNewOnes: Bool = false) -> Int {
+    inFlight.withLock { state in
+      if refusingNewOnes { state.closed = true }
+      return state.paths.reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count }
+    }
   }
 
-  /// Temporary files being written right now.
-  private static let inFlight = Mutex<Set<String>>([])
+  /// Temporary files being written right now, and whether new ones are refused.
+  private struct InFlight {
+    var paths: Set<String> = []
+    var closed = false
+  }
+
+  private static let inFlight = Mutex(InFlight())
 
   /// `("dir/", "name")` from `"dir/name"`; `("", "name")` without a folder.
   private static func split(_ path: String) -> (folder: String, name: String) {

@@ -72,6 +72,12 @@ struct UsageError: Error, CustomStringConvertible {
   var message: String
   var usage: String
   var description: String { "error: \(message)\n\(usage)" }
+
+  /// The command the usage belongs to ("spindle tiltshift"), for the "See '... --help'" hint.
+  var command: String {
+    let words = usage.dropFirst("USAGE: ".count).split(separator: " ")
+    return words.prefix(2).filter { !$0.hasPrefix("<") && !$0.hasPrefix("[") }.joined(separator: " ")
+  }
 }
 
 /// What the parser found: flags that were given, option values (last one wins) and positionals.
@@ -128,6 +134,16 @@ extension CommandSpec {
     var index = 0
     var onlyPositionals = false
     func fail(_ message: String) -> UsageError { UsageError(message: message, usage: usage) }
+    /// A word that names one of this command's options: never taken as another option's value
+    /// (`-o --json` is a missing value, not a folder named "--json"; write `--output=--json` to mean that).
+    func isOption(_ word: String) -> Bool {
+      if word.hasPrefix("--") {
+        let name = word.dropFirst(2).split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+        return allOptions.contains { $0.name == name }
+      }
+      guard word.count >= 2, word.hasPrefix("-"), let short = word.dropFirst().first else { return false }
+      return allOptions.contains { $0.short == short }
+    }
     while index < arguments.count {
       let argument = arguments[index]
       index += 1
@@ -148,11 +164,20 @@ extension CommandSpec {
           name = String(name[..<equals])
         }
       } else {
-        let short = argument.dropFirst()
-        guard short.count == 1, let option = allOptions.first(where: { $0.short == short.first }) else {
-          throw fail("unknown option '\(argument)'")
+        // `-x`, or bundled flags `-qr`; a value-taking short option may only come last in a bundle.
+        let shorts = Array(argument.dropFirst())
+        var options: [OptionSpec] = []
+        for short in shorts {
+          guard let option = allOptions.first(where: { $0.short == short }) else {
+            throw fail("unknown option '-\(short)'\(shorts.count > 1 ? " in '\(argument)'" : "")")
+          }
+          options.append(option)
         }
-        name = option.name
+        for option in options.dropLast() {
+          guard option.isFlag else { throw fail("-\(option.short!) needs a value and must come last in '\(argument)'") }
+          result.flags.insert(option.name)
+        }
+        name = options.last!.name
       }
       guard let option = allOptions.first(where: { $0.name == name }) else {
         throw fail("unknown option '--\(name)'")
@@ -164,7 +189,7 @@ extension CommandSpec {
       }
       if let inlineValue {
         result.values[name] = inlineValue
-      } else if index < arguments.count {
+      } else if index < arguments.count, !isOption(arguments[index]) {
         result.values[name] = arguments[index]
         index += 1
       } else {

@@ -33,14 +33,24 @@ enum Terminal {
 
   /// Writes to standard error without buffering.
   static func error(_ text: String) {
-    var line = text
-    if !line.hasSuffix("\n") { line += "\n" }
-    FileHandle.standardError.write(Data(line.utf8))
+    rawError(text.hasSuffix("\n") ? text : text + "\n")
   }
 
   /// Writes `text` to standard error with no newline (progress lines redraw in place).
+  ///
+  /// Errors are ignored: a closed pipe (`spindle ... 2>&1 | head`) must not stop the batch. SIGPIPE is ignored
+  /// process-wide by `main`, so such a write fails with EPIPE instead of killing the process.
   static func rawError(_ text: String) {
-    FileHandle.standardError.write(Data(text.utf8))
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { buffer in
+      var offset = 0
+      while offset < buffer.count {
+        let written = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { return }
+        offset += written
+      }
+    }
   }
 
   /// Prints to standard output and flushes, so lines interleave correctly with stderr.

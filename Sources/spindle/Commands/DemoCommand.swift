@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import SpindleBenchmarks
 import TiltShift
 
 /// `spindle demo`: the main job. Makes sample photos, runs the tilt-shift pipeline serially and
@@ -133,12 +134,5 @@ enum DemoCommand {
       throw UsageError(message: "--size expects WxH with sides from 16 to 20000, got '\(text)'", usage: usage)
     }
     return (w, h)
-  }
-}
-
-extension Duration {
-  var seconds: Double {
-    let (whole, attoseconds) = components
-    return Double(whole) + Double(attoseconds) / 1e18
   }
 }

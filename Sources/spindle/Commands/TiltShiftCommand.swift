@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import SpindleBenchmarks
 import TiltShift
 
 /// `spindle tiltshift INPUT... -o DIR`: the real batch tool.
@@ -32,7 +33,7 @@ enum TiltShiftCommand {
       OptionSpec(name: "suffix", valueName: "text", help: "Appended to output names (default -tiltshift)."),
       OptionSpec(name: "max-pixels", valueName: "n", help: "Refuse larger images (default 100000000)."),
       OptionSpec(name: "shard", valueName: "K/N", help: "Process only the K-th of N slices of the sorted inputs."),
-      OptionSpec(name: "recursive", short: "r", help: "Descend into sub-folders."),
+      OptionSpec(name: "recursive", short: "r", help: "Descend into sub-folders (mirrored under -o)."),
       OptionSpec(name: "overwrite", help: "Replace existing outputs (never inputs)."),
       OptionSpec(name: "quiet", short: "q", help: "Print only errors and the summary."),
       OptionSpec(name: "json", help: "Print a machine-readable JSON summary on stdout."),
@@ -82,15 +83,9 @@ enum TiltShiftCommand {
     let quiet = parsed.flag("quiet")
     let json = parsed.flag("json")
 
-    // Plan: inputs, shard, outputs. Nothing is written before the plan is whole.
-    let (allInputs, missing) = BatchPlan.collectInputs(parsed.positionals, recursive: parsed.flag("recursive"))
-    let inputs = Array(BatchPlan.shard(allInputs, index: shard.index, count: shard.count))
-    do {
-      try FileManager.default.createDirectory(atPath: outputFolder, withIntermediateDirectories: true)
-    } catch {
-      Terminal.error("error: cannot create output folder \(outputFolder): \(error.localizedDescription)")
-      return 1
-    }
+    // Plan every input, then take this shard's slice, so all shards agree on collisions. Nothing is written
+    // before the plan is whole.
+    let (inputs, missing) = BatchPlan.collectInputs(parsed.positionals, recursive: parsed.flag("recursive"))
     let plan = BatchPlan.make(
       inputs: inputs,
       outputFolder: outputFolder,
@@ -98,20 +93,37 @@ enum TiltShiftCommand {
       format: format == "jpg" ? "jpeg" : format,
       overwrite: parsed.flag("overwrite")
     )
-    let rejected = missing + plan.rejected
+    let mine = plan.decisions[BatchPlan.shardRange(total: plan.decisions.count, index: shard.index, count: shard.count)]
+    var items: [BatchItem] = []
+    var rejected: [(path: String, reason: String)] = []
+    for decision in missing + mine {
+      switch decision {
+      case .process(let item): items.append(item)
+      case .reject(let path, let reason): rejected.append((path, reason))
+      }
+    }
     for (path, reason) in rejected {
       Terminal.error(Terminal.styled("error:", .red, forError: true) + " \(path): \(reason)")
     }
-    if plan.entries.isEmpty && rejected.isEmpty {
+    if items.isEmpty && rejected.isEmpty {
       if !quiet {
         Terminal.error(
           shard.count > 1
-            ? "shard \(shard.index)/\(shard.count) has no files (\(allInputs.count) inputs in all)"
+            ? "shard \(shard.index)/\(shard.count) has no files (\(inputs.count) inputs in all)"
             : "no JPEG or PNG files found in the inputs"
         )
       }
       if json { Terminal.out(Summary(processed: [], rejected: [], interrupted: false, seconds: 0, megapixels: 0).json) }
       return 0
+    }
+    // Output folders (mirrored sub-folders too) exist before any work starts.
+    for folder in Set([outputFolder] + items.map { ($0.output as NSString).deletingLastPathComponent }) {
+      do {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      } catch {
+        Terminal.error("error: cannot create output folder \(folder): \(error.localizedDescription)")
+        return 1
+      }
     }
 
     let configuration = BatchConfiguration(
@@ -123,9 +135,8 @@ enum TiltShiftCommand {
       bandsPerImage: WorkQueue.activeProcessorCount,
       replaceExisting: parsed.flag("overwrite")
     )
-    let batch = TiltShiftBatch(
-      items: plan.entries.map { BatchItem(input: $0.input, output: $0.output) }, configuration: configuration)
-    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: plan.entries.count)
+    let batch = TiltShiftBatch(items: items, configuration: configuration)
+    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
     let monitor = InterruptMonitor(
       onInterrupt: { _ in
         progressBar.clear()
@@ -133,9 +144,9 @@ enum TiltShiftCommand {
         batch.cancel()
       },
       onSecondInterrupt: {
-        // Leave no partial output: every temporary file this process was writing goes.
-        _ = ImageFile.removeInFlightTemporaryFiles()
         Terminal.error("\ninterrupted twice: exiting now; complete outputs were kept, partial ones removed")
+        // Leave no partial output: every temporary file being written goes, and no new one can start.
+        ImageFile.removeInFlightTemporaryFiles(refusingNewOnes: true)
       }
     )
     let clock = ContinuousClock()

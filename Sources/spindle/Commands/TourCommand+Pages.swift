@@ -84,6 +84,7 @@ extension TourCommand {
     let queue = WorkQueue(name: "tour.pipeline", maxConcurrent: 2)
     let delivered = Mutex<[String]>([])
     var outputs: [Work<Void>] = []
+    var pipelines: [[AnyWork]] = []
     for index in 1...6 {
       let load = queue.add(name: "load \(index)") { () -> Image in
         usleep(100_000)
@@ -94,9 +95,12 @@ extension TourCommand {
         delivered.withLock { $0.append("image \(index)") }
       }
       outputs.append(output)
+      pipelines.append([load, filter, output])
     }
-    // Images 4, 5 and 6 scroll off screen before they are done: cancel their pipelines.
-    for output in outputs[3...] { output.cancel() }
+    // Images 4, 5 and 6 scroll off screen before they are done: cancel their whole pipelines.
+    for pipeline in pipelines[3...] {
+      for work in pipeline { work.cancel() }
+    }
     queue.waitUntilAllFinished()
     show("delivered: \(delivered.withLock { $0 }.joined(separator: ", "))")
     show("states: " + outputs.enumerated().map { "\($0.offset + 1) \($0.element.state)" }.joined(separator: ", "))

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import SpindleBenchmarks
 import Synchronization
 
 /// `spindle tour [PAGE]`: the playground's pages as short narrated scenarios that run on Linux.
@@ -74,7 +75,6 @@ enum TourCommand {
   static func time(_ body: () throws -> Void) rethrows -> Double {
     let start = ContinuousClock.now
     try body()
-    let elapsed = ContinuousClock.now - start
-    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return (ContinuousClock.now - start).seconds
   }
 }
