@@ -4,7 +4,7 @@ import Dispatch
 ///
 /// Create it with the same parameters as `DispatchQueue`, or adopt an existing queue with
 /// ``init(underlyingQueue:isConcurrent:)``. ``currentQueueIs(_:)`` and ``isCurrent`` answer whether the calling code
-/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a ``sync(execute:)``
+/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a ``sync(flags:execute:)``
 /// whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
 ///
 /// ```swift
@@ -101,7 +101,7 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// Whether the calling code runs on `queue`.
   ///
   /// True inside a block of `queue`, inside a block of any queue whose target chain includes `queue` (as libdispatch
-  /// sees it at the time of the call), and inside a ``sync(execute:)`` (of any identifiable queue) whose blocked
+  /// sees it at the time of the call), and inside a ``sync(flags:execute:)`` (of any identifiable queue) whose blocked
   /// caller runs on `queue`. A block submitted with plain `DispatchQueue.sync` from code on `queue` is recognised
   /// when it runs on the caller's thread (every queue but the main queue), because the chain is per thread.
   ///
