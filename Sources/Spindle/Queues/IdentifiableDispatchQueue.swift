@@ -115,7 +115,7 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// Whether the calling code runs on this queue; see ``currentQueueIs(_:)``.
   public var isCurrent: Bool {
     if identity.isInCurrentTargetChain { return true }
-    guard let top = SyncChain.top else { return false }
+    guard let top = SyncChain.top(identity.chainSlot) else { return false }
     return SyncChain.holds(identity, from: top)
   }
 
