@@ -24,7 +24,8 @@ extension IdentifiableDispatchQueue {
     line: UInt = #line
   ) {
     guard !isCurrent else { return }
-    preconditionFailure(notCurrentMessage(message()), file: file, line: line)
+    // fatalError, unlike preconditionFailure, prints the message in -O builds too.
+    fatalError(notCurrentMessage(message()), file: file, line: line)
   }
 
   /// Stops a debug build unless the calling code runs on this queue; does nothing in release builds.

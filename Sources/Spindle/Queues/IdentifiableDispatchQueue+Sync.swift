@@ -32,7 +32,7 @@ extension IdentifiableDispatchQueue {
     switch route(nearest: nearest, top: top, flags: flags) {
     case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
     case .inline: return try work()
-    case .deadlock(let error): preconditionFailure(error.description)
+    case .deadlock(let error): fatalError(error.description)  // fatalError keeps the message in -O builds
     }
   }
 
