@@ -44,6 +44,11 @@ import Testing
     #expect(answers == [true, true, true])
   }
 
+  @Test @MainActor func mainQueueSyncFromTheMainActorRunsInline() {
+    #expect(IDQ.main.isCurrent)
+    #expect(IDQ.main.sync { IDQ.main.isCurrent })
+  }
+
   @Test func mainThreadChainIsRestoredAfterTheBlock() async {
     let a = IDQ(label: "main-restore.a")
     let inside = runBounded { a.sync { IDQ.main.sync { a.isCurrent } } }
