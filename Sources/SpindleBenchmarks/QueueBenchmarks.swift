@@ -31,7 +31,8 @@ struct QueueBenchmarks {
     report.results += nestedSync()
     report.results += cycleDetection()
     report.notes.append(
-      "\(count) calls per run, median of \(runs) runs; contenders alternate run by run; ratio = median / baseline median"
+      "\(count) calls per run, median of \(runs) runs; contenders alternate run by run; "
+        + "ratio = median / baseline median"
     )
     report.notes.append("target: IDQ.sync (not nested) within 1.5x of DispatchQueue.sync")
     return report

@@ -69,7 +69,9 @@ extension IdentifiableDispatchQueue {
     queue.async(group: group, qos: qos, flags: flags, execute: work)
   }
 
-  /// Submits `work` to run on the queue at `deadline`; forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
+  /// Submits `work` to run on the queue at `deadline`.
+  ///
+  /// Forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
   public func asyncAfter(
     deadline: DispatchTime,
     qos: DispatchQoS = .unspecified,

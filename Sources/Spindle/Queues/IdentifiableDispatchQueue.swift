@@ -4,8 +4,8 @@ import Dispatch
 ///
 /// Create it with the same parameters as `DispatchQueue`, or adopt an existing queue with
 /// ``init(underlyingQueue:isConcurrent:)``. ``currentQueueIs(_:)`` and ``isCurrent`` answer whether the calling code
-/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a ``sync(flags:execute:)``
-/// whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
+/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a
+/// ``sync(flags:execute:)`` whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
 ///
 /// ```swift
 /// let writeQueue = IdentifiableDispatchQueue(label: "com.app.database-write.queue")
