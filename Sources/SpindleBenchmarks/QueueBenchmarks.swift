@@ -35,7 +35,24 @@ struct QueueBenchmarks {
         + "ratio = median / baseline median"
     )
     report.notes.append("target: IDQ.sync (not nested) within 1.5x of DispatchQueue.sync")
+    report.notes += fastestRunRatios(report.results)
     return report
+  }
+
+  /// Ratios of the fastest runs, less sensitive than medians to other processes on a busy machine.
+  private func fastestRunRatios(_ results: [BenchmarkResult]) -> [String] {
+    var notes: [String] = []
+    var baseline: BenchmarkResult?
+    for result in results {
+      if result.isBaseline {
+        baseline = result
+        continue
+      }
+      guard let baseline, baseline.scenario == result.scenario else { continue }
+      let ratio = (result.sample.min / baseline.sample.min * 100).rounded() / 100
+      notes.append("fastest run: \(result.scenario) — \(result.contender) \(ratio)x of \(baseline.contender)")
+    }
+    return notes
   }
 
   /// Measures the contenders of one scenario round-robin (one timed run of each per round, after a warm-up round),
