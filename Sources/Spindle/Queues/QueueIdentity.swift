@@ -51,6 +51,13 @@ final class QueueIdentity: Sendable {
     queue.getSpecific(key: registryKey)
   }
 
+  /// Whether any identifiable queue is in the current queue's target chain (one direct libdispatch lookup).
+  @inlinable @inline(__always)
+  var anyIsCurrent: Bool {
+    if let rawGet { return rawGet(registryAddress) != nil }
+    return DispatchQueue.getSpecific(key: registry) != nil
+  }
+
   /// The identity of the nearest identifiable queue in the current queue's target chain, if any (via this instance's
   /// copy of the registry key).
   @inlinable @inline(__always)
