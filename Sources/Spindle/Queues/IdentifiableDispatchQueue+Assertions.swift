@@ -24,7 +24,8 @@ extension IdentifiableDispatchQueue {
     line: UInt = #line
   ) {
     guard !isCurrent else { return }
-    preconditionFailure(notCurrentMessage(message()), file: file, line: line)
+    // fatalError, unlike preconditionFailure, prints the message in -O builds too.
+    fatalError(notCurrentMessage(message()), file: file, line: line)
   }
 
   /// Stops a debug build unless the calling code runs on this queue; does nothing in release builds.
@@ -72,23 +73,24 @@ extension IdentifiableDispatchQueue {
 
 /// Reads the current queue's label through libdispatch's `dispatch_queue_get_label(NULL)`.
 ///
-/// Darwin exposes it to Swift; on other platforms the symbol is looked up once with `dlsym` (the core target does not
-/// import libdispatch's C module), and nil is returned when it cannot be found (for example a static executable).
+/// The C function is not visible through the `Dispatch` overlay, and the core target does not import libdispatch's C
+/// module, so the symbol is looked up once with `dlsym`; nil is returned when it cannot be found (for example in a
+/// statically linked executable), and callers fall back to the nearest identifiable queue's label.
 private enum CurrentQueueLabel {
-  #if canImport(Darwin)
-    static func read() -> String? {
-      String(cString: __dispatch_queue_get_label(nil))
-    }
-  #else
-    typealias GetLabel = @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
-    static let function: GetLabel? = {
-      guard let symbol = dlsym(nil, "dispatch_queue_get_label") else { return nil }
-      return unsafeBitCast(symbol, to: GetLabel.self)
-    }()
+  typealias GetLabel = @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
 
-    static func read() -> String? {
-      guard let function, let label = function(nil) else { return nil }
-      return String(cString: label)
-    }
-  #endif
+  static let function: GetLabel? = {
+    #if canImport(Darwin)
+      let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
+    #else
+      let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
+    #endif
+    guard let symbol = dlsym(handle, "dispatch_queue_get_label") else { return nil }
+    return unsafeBitCast(symbol, to: GetLabel.self)
+  }()
+
+  static func read() -> String? {
+    guard let function, let label = function(nil) else { return nil }
+    return String(cString: label)
+  }
 }

@@ -27,12 +27,16 @@ extension IdentifiableDispatchQueue {
   ///   - work: The block; errors it throws are rethrown to the caller.
   @inlinable
   public func sync<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) rethrows -> T {
-    let nearest = identity.nearest
+    let onIdentifiableQueue = identity.anyIsCurrent
+    if onIdentifiableQueue && identity.isInCurrentTargetChain {
+      guard identity.isConcurrent && flags.contains(.barrier) else { return try work() }
+      fatalError(barrierFromInside().description)
+    }
+    let nearest = onIdentifiableQueue ? identity.nearest : nil
     let top = SyncChain.top(identity.chainSlot)
     switch route(nearest: nearest, top: top, flags: flags) {
     case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
-    case .inline: return try work()
-    case .deadlock(let error): preconditionFailure(error.description)
+    case .deadlock(let error): fatalError(error.description)  // fatalError keeps the message in -O builds
     }
   }
 
@@ -50,11 +54,15 @@ extension IdentifiableDispatchQueue {
   /// - Throws: ``DeadlockError`` before running `work`, or whatever `work` throws.
   @inlinable
   public func syncChecked<T>(flags: DispatchWorkItemFlags = [], execute work: () throws -> T) throws -> T {
-    let nearest = identity.nearest
+    let onIdentifiableQueue = identity.anyIsCurrent
+    if onIdentifiableQueue && identity.isInCurrentTargetChain {
+      guard identity.isConcurrent && flags.contains(.barrier) else { return try work() }
+      throw barrierFromInside()
+    }
+    let nearest = onIdentifiableQueue ? identity.nearest : nil
     let top = SyncChain.top(identity.chainSlot)
     switch route(nearest: nearest, top: top, flags: flags) {
     case .dispatch: return try dispatch(nearest: nearest, top: top, flags: flags, work, rescue: { throw $0 })
-    case .inline: return try work()
     case .deadlock(let error): throw error
     }
   }
@@ -69,7 +77,9 @@ extension IdentifiableDispatchQueue {
     queue.async(group: group, qos: qos, flags: flags, execute: work)
   }
 
-  /// Submits `work` to run on the queue at `deadline`; forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
+  /// Submits `work` to run on the queue at `deadline`.
+  ///
+  /// Forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
   public func asyncAfter(
     deadline: DispatchTime,
     qos: DispatchQoS = .unspecified,
@@ -83,33 +93,29 @@ extension IdentifiableDispatchQueue {
   @usableFromInline
   enum SyncRoute {
     case dispatch
-    case inline
     case deadlock(DeadlockError)
   }
 
-  /// Decides how a `sync` must go; the common cases cost one `getSpecific` and one thread-local read.
+  /// Decides how a `sync` must go once the calling code is known not to run on this queue; the common case costs one
+  /// `dispatch_get_specific` and one thread-local read.
   @inlinable @inline(__always)
   func route(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
-    guard let nearest else {
-      // Not on any identifiable queue: only a blocked caller up the chain or a recorded target can hold us.
-      if top == nil && identity.parent == nil { return .dispatch }
-      return slowRoute(nearest: nil, top: top, flags: flags)
-    }
-    if nearest === identity && !identity.isConcurrent { return .inline }
+    // Not on any identifiable queue, outside any chain, no recorded target: nothing can hold this queue.
+    if nearest == nil && top == nil && identity.parent == nil { return .dispatch }
     return slowRoute(nearest: nearest, top: top, flags: flags)
+  }
+
+  /// The error for a barrier `sync` requested from inside this concurrent queue.
+  @usableFromInline
+  func barrierFromInside() -> DeadlockError {
+    let top = SyncChain.top(identity.chainSlot)
+    return deadlockError(nearest: identity.nearest, top: top, held: identity, reason: .barrierFromInside)
   }
 
   /// The rarer paths: running on another identifiable queue, inside a sync chain, or with recorded targets.
   @usableFromInline
   func slowRoute(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
     let barrier = flags.contains(.barrier)
-    if nearest != nil && identity.isInCurrentTargetChain {
-      // Already running on this queue (or on a queue that targets it).
-      if identity.isConcurrent && barrier {
-        return .deadlock(deadlockError(nearest: nearest, top: top, held: identity, reason: .barrierFromInside))
-      }
-      return .inline
-    }
     // Is this queue (unless concurrent and no barrier), or a serial queue it targets, held by a blocked caller?
     if !identity.isConcurrent || barrier, SyncChain.holds(identity, from: top) {
       return .deadlock(deadlockError(nearest: nearest, top: top, held: identity, reason: .cycle))

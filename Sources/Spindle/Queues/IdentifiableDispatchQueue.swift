@@ -4,8 +4,8 @@ import Dispatch
 ///
 /// Create it with the same parameters as `DispatchQueue`, or adopt an existing queue with
 /// ``init(underlyingQueue:isConcurrent:)``. ``currentQueueIs(_:)`` and ``isCurrent`` answer whether the calling code
-/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a ``sync(execute:)``
-/// whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
+/// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a
+/// ``sync(flags:execute:)`` whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
 ///
 /// ```swift
 /// let writeQueue = IdentifiableDispatchQueue(label: "com.app.database-write.queue")
@@ -101,7 +101,7 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// Whether the calling code runs on `queue`.
   ///
   /// True inside a block of `queue`, inside a block of any queue whose target chain includes `queue` (as libdispatch
-  /// sees it at the time of the call), and inside a ``sync(execute:)`` (of any identifiable queue) whose blocked
+  /// sees it at the time of the call), and inside a ``sync(flags:execute:)`` (of any identifiable queue) whose blocked
   /// caller runs on `queue`. A block submitted with plain `DispatchQueue.sync` from code on `queue` is recognised
   /// when it runs on the caller's thread (every queue but the main queue), because the chain is per thread.
   ///
@@ -115,7 +115,7 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// Whether the calling code runs on this queue; see ``currentQueueIs(_:)``.
   public var isCurrent: Bool {
     if identity.isInCurrentTargetChain { return true }
-    guard let top = SyncChain.top else { return false }
+    guard let top = SyncChain.top(identity.chainSlot) else { return false }
     return SyncChain.holds(identity, from: top)
   }
 

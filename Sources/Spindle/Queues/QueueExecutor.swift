@@ -28,10 +28,11 @@ public final class QueueExecutor: SerialExecutor {
   /// - Precondition: `queue` is not concurrent; an actor's jobs must never run in parallel, so a concurrent queue
   ///   stops the process with a message naming it.
   public init(queue: IdentifiableDispatchQueue) {
-    precondition(
-      !queue.isConcurrent,
-      "QueueExecutor needs a serial queue, but '\(queue.label)' is concurrent: an actor's jobs must run one at a time"
-    )
+    guard !queue.isConcurrent else {
+      fatalError(
+        "QueueExecutor needs a serial queue, but '\(queue.label)' is concurrent: an actor's jobs must run one at a time"
+      )
+    }
     self.queue = queue
   }
 

@@ -1,6 +1,12 @@
 import Dispatch
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// Who a dispatch queue is: one instance per underlying queue, shared by every wrapper of that queue.
 ///
 /// The identity is stored on its queue twice: under the package-wide ``registryKey`` (so the nearest identifiable
@@ -22,6 +28,12 @@ final class QueueIdentity: Sendable {
   @usableFromInline let registry = QueueIdentity.registryKey
   /// ``SyncChain/slot``, copied per instance for the same reason.
   @usableFromInline let chainSlot = SyncChain.slot
+  /// libdispatch's `dispatch_get_specific`, when it could be found and verified (see ``RawSpecific``).
+  @usableFromInline let rawGet = RawSpecific.get
+  /// The address the overlay uses as the C key of ``registry``.
+  @inlinable var registryAddress: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(registry).toOpaque()) }
+  /// The address the overlay uses as the C key of ``marker``.
+  @inlinable var markerAddress: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(marker).toOpaque()) }
 
   /// The key under which every identifiable queue stores its identity.
   @usableFromInline static let registryKey = DispatchSpecificKey<QueueIdentity>()
@@ -39,11 +51,20 @@ final class QueueIdentity: Sendable {
     queue.getSpecific(key: registryKey)
   }
 
+  /// Whether any identifiable queue is in the current queue's target chain (one direct libdispatch lookup).
+  @inlinable @inline(__always)
+  var anyIsCurrent: Bool {
+    if let rawGet { return rawGet(registryAddress) != nil }
+    return DispatchQueue.getSpecific(key: registry) != nil
+  }
+
   /// The identity of the nearest identifiable queue in the current queue's target chain, if any (via this instance's
   /// copy of the registry key).
   @inlinable @inline(__always)
   var nearest: QueueIdentity? {
-    DispatchQueue.getSpecific(key: registry)
+    // Asking libdispatch directly first spares the generic overlay call when no identifiable queue is current.
+    if let rawGet, rawGet(registryAddress) == nil { return nil }
+    return DispatchQueue.getSpecific(key: registry)
   }
 
   /// The identity of the nearest identifiable queue in the current queue's target chain, if any.
@@ -81,6 +102,38 @@ final class QueueIdentity: Sendable {
   /// Whether code running on this queue is running on `self` according to libdispatch's target walk.
   @inlinable @inline(__always)
   var isInCurrentTargetChain: Bool {
-    DispatchQueue.getSpecific(key: marker) != nil
+    if let rawGet { return rawGet(markerAddress) != nil }
+    return DispatchQueue.getSpecific(key: marker) != nil
   }
+}
+
+/// libdispatch's `dispatch_get_specific`, called without the overlay's generic wrapper.
+///
+/// `DispatchQueue.setSpecific(key:value:)` uses the key object's address as the C key; looking that address up with
+/// the C function answers "is a value set?" without the overlay's per-call generic metadata lookup and retains. The
+/// symbol is found with `dlsym` (the core target does not import libdispatch's C module) and checked once against the
+/// overlay on a private queue; if either step fails, ``get`` is nil and every lookup goes through the overlay.
+@usableFromInline
+enum RawSpecific {
+  /// The C signature of `dispatch_get_specific`.
+  @usableFromInline typealias Get = @convention(c) (UnsafeRawPointer?) -> UnsafeMutableRawPointer?
+
+  /// The verified function, or nil.
+  static let get: Get? = {
+    #if canImport(Darwin)
+      let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
+    #else
+      let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
+    #endif
+    guard let symbol = dlsym(handle, "dispatch_get_specific") else { return nil }
+    let get = unsafeBitCast(symbol, to: Get.self)
+    // Verify the key convention on a private queue: unset outside it, set inside it.
+    let key = DispatchSpecificKey<Bool>()
+    let probe = DispatchQueue(label: "org.spindle.specific-probe")
+    probe.setSpecific(key: key, value: true)
+    let address = UnsafeRawPointer(Unmanaged.passUnretained(key).toOpaque())
+    let outside = get(address) == nil
+    let inside = probe.sync { get(address) != nil && DispatchQueue.getSpecific(key: key) == true }
+    return withExtendedLifetime(key) { outside && inside ? get : nil }
+  }()
 }

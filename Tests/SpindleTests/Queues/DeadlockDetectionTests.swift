@@ -39,6 +39,12 @@ import Testing
     #expect(error??.chain == ["raw-cycle.a", "raw-cycle.b", "raw-cycle.a"])
   }
 
+  @Test func cycleThroughTheMainQueueIsDetected() {
+    let a = IDQ(label: "main-cycle.a")
+    let error = runBounded { a.sync { IDQ.main.sync { DeadlockError.catching { try a.syncChecked {} } } } }
+    #expect(error??.chain == ["main-cycle.a", DispatchQueue.main.label, "main-cycle.a"])
+  }
+
   @Test func longerCycleNamesEveryQueue() {
     let a = IDQ(label: "long.a")
     let b = IDQ(label: "long.b")

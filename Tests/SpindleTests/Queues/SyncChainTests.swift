@@ -44,6 +44,23 @@ import Testing
     #expect(answers == [true, true, true])
   }
 
+  @Test @MainActor func mainQueueSyncFromTheMainActorRunsInline() {
+    #expect(IDQ.main.isCurrent)
+    #expect(IDQ.main.sync { IDQ.main.isCurrent })
+  }
+
+  @Test func mainThreadChainIsRestoredAfterTheBlock() async {
+    let a = IDQ(label: "main-restore.a")
+    let inside = runBounded { a.sync { IDQ.main.sync { a.isCurrent } } }
+    #expect(inside == true)
+    let after = await withCheckedContinuation { continuation in
+      DispatchQueue.main.async {
+        continuation.resume(returning: a.isCurrent || IDQ.currentSyncChain.contains("main-restore.a"))
+      }
+    }
+    #expect(!after)
+  }
+
   @Test func chainIsRestoredAfterReturnAndAfterThrow() throws {
     let a = IDQ(label: "restore.a")
     let b = IDQ(label: "restore.b")
