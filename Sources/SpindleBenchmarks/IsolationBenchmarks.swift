@@ -15,6 +15,7 @@ public let isolationBenchmarkSuite = BenchmarkSuite(
   report.results += await semaphoreResults(options)
   report.notes = [
     "lock rows: ops split evenly over dedicated threads started together; 95/5 writes every 20th op, 50/50 every other",
+    "lock rows: runs interleaved across candidates so that outside load hits all of them alike",
     "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes",
     "ratios are medians against the baseline measured in the same run; the machine is shared, quote ratios",
   ]
@@ -153,18 +154,29 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
   for (mix, writeEvery) in [("read-heavy 95/5", 20), ("write-heavy 50/50", 2)] {
     for threads in [1, 2] {
       let scenario = "\(mix), \(threads) thread\(threads == 1 ? "" : "s")"
-      for (index, (name, candidate)) in candidates.enumerated() {
-        // The barrier queue is ~40x slower; a tenth of the ops keeps the run short (per-op cost is reported).
-        let count = name.hasPrefix("concurrent queue") ? ops / 10 : ops
-        let sample = measureQuiet(runs: options.runs) {
-          runMix(candidate, ops: count, threads: threads, writeEvery: writeEvery)
+      // Runs are interleaved (one run of each candidate per round) so that load from other processes on
+      // this shared machine hits every candidate alike.
+      let counts = candidates.map { name, _ in
+        // The barrier queue is 20-90x slower; a tenth of the ops keeps the run short (per-op cost is reported).
+        name.hasPrefix("concurrent queue") ? ops / 10 : ops
+      }
+      var seconds = Array(repeating: [Double](), count: candidates.count)
+      let clock = ContinuousClock()
+      for round in -1..<options.runs {
+        for (index, (_, candidate)) in candidates.enumerated() {
+          let start = clock.now
+          runMix(candidate, ops: counts[index], threads: threads, writeEvery: writeEvery)
+          if round >= 0 { seconds[index].append((clock.now - start).seconds) }  // round -1 warms up
         }
-        let perSecond = Double(count) / sample.median
+      }
+      for (index, (name, _)) in candidates.enumerated() {
+        let sample = Sample(seconds[index])
+        let perSecond = Double(counts[index]) / sample.median
         results.append(
           BenchmarkResult(
             scenario: scenario,
             contender: name,
-            sample: normalized(sample, by: Double(ops) / Double(count)),
+            sample: normalized(sample, by: Double(ops) / Double(counts[index])),
             items: ops,
             isBaseline: index == 0,
             note: String(format: "%.1f M ops/s", perSecond / 1e6)
