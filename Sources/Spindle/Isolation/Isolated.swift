@@ -53,10 +53,15 @@ public final class Isolated<Value> {
   /// - Parameters:
   ///   - value: The initial value.
   ///   - qos: The quality of service of the background drain that applies ``writeAsync(_:)`` closures.
-  public init(_ value: Value, qos: DispatchQoS.QoSClass = .default) {
+  public convenience init(_ value: Value, qos: DispatchQoS.QoSClass = .default) {
+    self.init(value, drainingOn: DispatchQueue.global(qos: qos))
+  }
+
+  /// Creates an isolated value whose background drain runs on `drainQueue` (tests suspend it).
+  init(_ value: Value, drainingOn drainQueue: DispatchQueue) {
     storage = .allocate(capacity: 1)
     storage.initialize(to: value)
-    drainQueue = DispatchQueue.global(qos: qos)
+    self.drainQueue = drainQueue
   }
 
   deinit {
