@@ -72,6 +72,21 @@ public final class Isolated<Value> {
 
   /// Calls `body` with the current value under the lock and returns its result.
   ///
+  /// Pending ``writeAsync(_:)`` closures are applied first.
+  @inlinable @inline(__always)
+  public func read<Result>(_ body: (borrowing Value) -> Result) -> Result {
+    // A non-throwing overload: the optimizer inlines a non-throwing closure into the critical section,
+    // which it does not do through the typed-throws generic below (measured: ~1 ns per access).
+    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
+    let storage = storage
+    return lock.withLock { _ -> Result in
+      nonisolated(unsafe) let result = body(storage.pointee)
+      return result
+    }
+  }
+
+  /// Calls a throwing `body` with the current value under the lock and returns its result.
+  ///
   /// Pending ``writeAsync(_:)`` closures are applied first. Errors thrown by `body` propagate unchanged.
   @inlinable @inline(__always)
   public func read<Result, Failure: Error>(
@@ -92,6 +107,20 @@ public final class Isolated<Value> {
   }
 
   /// Calls `body` with exclusive, mutable access to the value and returns its result.
+  ///
+  /// Pending ``writeAsync(_:)`` closures are applied first, so writes keep their issue order.
+  @inlinable @inline(__always)
+  @discardableResult
+  public func write<Result>(_ body: (inout Value) -> Result) -> Result {
+    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
+    let storage = storage
+    return lock.withLock { _ -> Result in
+      nonisolated(unsafe) let result = body(&storage.pointee)
+      return result
+    }
+  }
+
+  /// Calls a throwing `body` with exclusive, mutable access to the value and returns its result.
   ///
   /// Pending ``writeAsync(_:)`` closures are applied first, so writes keep their issue order. If `body`
   /// throws, the changes it made before throwing are kept and the error propagates.
