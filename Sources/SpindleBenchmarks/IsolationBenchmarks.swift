@@ -157,13 +157,18 @@ private func runMix<Candidate: LockCandidate>(
 }
 
 private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResult] {
-  let ops = options.quick ? 200_000 : 2_000_000
+  // Short runs, many of them: on a loaded machine a run longer than a scheduler time slice gets preempted
+  // and its wall time measures the load, not the lock; the median of many short runs does not.
+  let ops = options.quick ? 200_000 : 500_000
+  let rounds = options.quick ? options.runs : max(options.runs, 15)
   let candidates: [(String, any LockCandidate)] = [
     ("Mutex", MutexCandidate()),
-    ("pthread_rwlock", ReaderWriterLockCandidate()),
-    ("concurrent queue + barrier", BarrierQueueCandidate()),
     ("Spindle Isolated", IsolatedCandidate()),
+    ("pthread_rwlock", ReaderWriterLockCandidate()),
+    // These two leave Dispatch worker threads busy for a moment after a run, so they go last in a round,
+    // followed by a short pause, not to slow down whoever runs next.
     ("Spindle Isolated (writeAsync)", IsolatedAsyncWriteCandidate()),
+    ("concurrent queue + barrier", BarrierQueueCandidate()),
   ]
   var results: [BenchmarkResult] = []
   let mixes = [
@@ -183,11 +188,12 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
       }
       var seconds = Array(repeating: [Double](), count: candidates.count)
       let clock = ContinuousClock()
-      for round in -1..<options.runs {
+      for round in -1..<rounds {
         for (index, (_, candidate)) in candidates.enumerated() {
           let start = clock.now
           runMix(candidate, ops: counts[index], threads: threads, writeEvery: mix.writeEvery, spin: mix.spin)
           if round >= 0 { seconds[index].append((clock.now - start).seconds) }  // round -1 warms up
+          usleep(2_000)
         }
       }
       for (index, (name, _)) in candidates.enumerated() {

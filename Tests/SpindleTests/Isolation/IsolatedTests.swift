@@ -51,6 +51,9 @@ private func busyWork(_ n: Int) -> Int {
     }
     #expect(pair.read(\.a) == 7)
     #expect(pair.read(\.b) == 9)
+    #expect(throws: Boom.boom) {
+      try pair.read { (_: borrowing Pair) throws(Boom) -> Int in throw .boom }
+    }
   }
 
   @Test func neverTearsUnderConcurrentWriters() {
