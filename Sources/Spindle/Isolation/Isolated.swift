@@ -1,7 +1,5 @@
+import Dispatch
 import Synchronization
-
-import struct Dispatch.DispatchQoS
-import class Dispatch.DispatchQueue
 
 /// A value guarded by a lock, read and written through closures: the playground's barrier pattern, made generic.
 ///
@@ -37,8 +35,9 @@ import class Dispatch.DispatchQueue
 /// several threads read the same value at once, so `Isolated` requires `Value: Sendable` to cross
 /// threads instead (and ``writeAsync(_:)``, whose closure runs on another thread, needs it too). `Value` must be copyable; use `Mutex` directly for `~Copyable` state.
 public final class Isolated<Value> {
-  /// Guards `storage`: every access to the value happens inside `lock.withLock`.
-  @usableFromInline let lock = TSanVisibleMutex<Void>(())
+  /// Guards `storage`: every access to the value happens inside `lock.withLock`. The lock's own value is
+  /// a spare buffer that a drain swaps with `pending`, so draining allocates nothing in the steady state.
+  @usableFromInline let lock = TSanVisibleMutex<[@Sendable (inout Value) -> Void]>([])
   /// The value, on the heap so that critical sections capture a plain pointer instead of retaining `self`.
   @usableFromInline let storage: UnsafeMutablePointer<Value>
   /// Asynchronous writes not applied yet, in issue order.
@@ -152,13 +151,18 @@ public final class Isolated<Value> {
   /// lock until the batch is applied, and `hasPending` is cleared only while taking a batch.
   @usableFromInline
   func applyPendingWrites() {
-    lock.withLock { _ in
-      let batch = pending.withLock { list -> [@Sendable (inout Value) -> Void] in
+    let storage = storage
+    lock.withLock { spare in
+      var batch: [@Sendable (inout Value) -> Void] = []
+      swap(&batch, &spare)
+      pending.withLock { list in
         hasPending.store(false, ordering: .releasing)
-        defer { list = [] }
-        return list
+        swap(&list, &batch)
       }
+      // Applied outside the `pending` lock, so a queued write may itself call `writeAsync`.
       for write in batch { write(&storage.pointee) }
+      batch.removeAll(keepingCapacity: true)
+      swap(&batch, &spare)
     }
   }
 }
@@ -177,10 +181,11 @@ extension Isolated where Value: Sendable {
       list.append(body)
       hasPending.store(true, ordering: .releasing)
     }
-    // At most one drain is scheduled at a time: reads and writes apply pending writes themselves, the
-    // drain only guarantees progress when nobody touches the value.
+    // At most one drain is scheduled at a time, a little later: reads and writes apply pending writes
+    // themselves, the drain only guarantees progress when nobody touches the value, and batching the
+    // wake-ups keeps a burst of `writeAsync` calls from paying a dispatch each.
     if !drainScheduled.exchange(true, ordering: .acquiringAndReleasing) {
-      drainQueue.async {
+      drainQueue.asyncAfter(deadline: .now() + .microseconds(200)) {
         self.drainScheduled.store(false, ordering: .releasing)
         self.applyPendingWrites()
       }
