@@ -173,9 +173,10 @@ extension Isolated: @unchecked Sendable where Value: Sendable {}
 extension Isolated where Value: Sendable {
   /// Schedules `body` to mutate the value and returns without waiting (the seed's barrier write).
   ///
-  /// Any `read(_:)` or ``write(_:)`` that starts after this call returns, on any thread, observes
+  /// Any `read(_:)` or `write(_:)` that starts after this call returns, on any thread, observes
   /// the change; asynchronous writes apply in the order they were issued. If nothing reads the value, a
-  /// background drain applies the write shortly after; the `Isolated` stays alive until it has.
+  /// background drain applies the write within a fraction of a millisecond; the `Isolated` stays alive until
+  /// it has.
   public func writeAsync(_ body: @escaping @Sendable (inout Value) -> Void) {
     pending.withLock { list in
       list.append(body)
