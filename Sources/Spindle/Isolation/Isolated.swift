@@ -35,11 +35,12 @@ import Synchronization
 /// several threads read the same value at once, so `Isolated` requires `Value: Sendable` to cross
 /// threads instead (and ``writeAsync(_:)``, whose closure runs on another thread, needs it too). `Value` must be copyable; use `Mutex` directly for `~Copyable` state.
 public final class Isolated<Value> {
-  /// Guards `storage`: every access to the value happens inside `lock.withLock`. The lock's own value is
-  /// a spare buffer that a drain swaps with `pending`, so draining allocates nothing in the steady state.
-  @usableFromInline let lock = TSanVisibleMutex<[@Sendable (inout Value) -> Void]>([])
-  /// The value, on the heap so that critical sections capture a plain pointer instead of retaining `self`.
-  @usableFromInline let storage: UnsafeMutablePointer<Value>
+  /// Guards `value` and `spare`: every access to them happens inside `lock.withLock`.
+  @usableFromInline let lock = TSanVisibleMutex<Void>(())
+  /// An empty buffer that a drain swaps with `pending`, so draining allocates nothing in the steady state.
+  nonisolated(unsafe) var spare: [@Sendable (inout Value) -> Void] = []
+  /// The value, stored inline next to the lock word so that a contended access moves one cache line, not two.
+  @usableFromInline @exclusivity(unchecked) nonisolated(unsafe) var value: Value
   /// Asynchronous writes not applied yet, in issue order.
   @usableFromInline let pending = TSanVisibleMutex<[@Sendable (inout Value) -> Void]>([])
   /// True while `pending` may be non-empty; set under the `pending` lock, cleared when a drain takes the batch.
@@ -59,14 +60,8 @@ public final class Isolated<Value> {
 
   /// Creates an isolated value whose background drain runs on `drainQueue` (tests suspend it).
   init(_ value: Value, drainingOn drainQueue: DispatchQueue) {
-    storage = .allocate(capacity: 1)
-    storage.initialize(to: value)
+    self.value = value
     self.drainQueue = drainQueue
-  }
-
-  deinit {
-    storage.deinitialize(count: 1)
-    storage.deallocate()
   }
 
   /// Calls `body` with the current value under the lock and returns its result.
@@ -76,10 +71,11 @@ public final class Isolated<Value> {
   public func read<Result>(_ body: (borrowing Value) -> Result) -> Result {
     // A non-throwing overload: the optimizer inlines a non-throwing closure into the critical section,
     // which it does not do through the typed-throws generic below (measured: ~1 ns per access).
-    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
-    let storage = storage
     return lock.withLock { _ -> Result in
-      nonisolated(unsafe) let result = body(storage.pointee)
+      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
+      // now owns, so the check costs no extra cache-line transfer under contention.
+      if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
+      nonisolated(unsafe) let result = body(self.value)
       return result
     }
   }
@@ -91,10 +87,11 @@ public final class Isolated<Value> {
   public func read<Result, Failure: Error>(
     _ body: (borrowing Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
-    let storage = storage
     return try lock.withLock { _ throws(Failure) -> Result in
-      nonisolated(unsafe) let result = try body(storage.pointee)
+      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
+      // now owns, so the check costs no extra cache-line transfer under contention.
+      if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
+      nonisolated(unsafe) let result = try body(self.value)
       return result
     }
   }
@@ -111,10 +108,11 @@ public final class Isolated<Value> {
   @inlinable @inline(__always)
   @discardableResult
   public func write<Result>(_ body: (inout Value) -> Result) -> Result {
-    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
-    let storage = storage
     return lock.withLock { _ -> Result in
-      nonisolated(unsafe) let result = body(&storage.pointee)
+      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
+      // now owns, so the check costs no extra cache-line transfer under contention.
+      if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
+      nonisolated(unsafe) let result = body(&self.value)
       return result
     }
   }
@@ -135,39 +133,42 @@ public final class Isolated<Value> {
   public func write<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
-    if hasPending.load(ordering: .acquiring) { applyPendingWrites() }
     // `Mutex<Value>` would demand `sending` values in and out of every closure (see Sendability above), so the
-    // lock guards plain storage instead; `Isolated` only crosses threads when `Value` is Sendable.
-    let storage = storage
+    // lock guards a plain stored property instead; `Isolated` only crosses threads when `Value` is Sendable.
     return try lock.withLock { _ throws(Failure) -> Result in
-      nonisolated(unsafe) let result = try body(&storage.pointee)
+      if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
+      nonisolated(unsafe) let result = try body(&self.value)
       return result
     }
   }
 
-  /// Applies every queued ``writeAsync(_:)`` closure, in issue order, in one critical section.
+  /// Applies every queued ``writeAsync(_:)`` closure, in issue order; the caller holds `lock`.
   ///
-  /// A read that follows in its own critical section still sees them: a drain that took a batch holds the
-  /// lock until the batch is applied, and `hasPending` is cleared only while taking a batch.
+  /// `hasPending` is cleared only while taking a batch, under `lock`, so whoever sees it cleared and then
+  /// holds `lock` sees the batch applied.
   @usableFromInline
+  func applyPendingWritesLocked() {
+    var batch: [@Sendable (inout Value) -> Void] = []
+    swap(&batch, &spare)
+    pending.withLock { list in
+      hasPending.store(false, ordering: .releasing)
+      swap(&list, &batch)
+    }
+    // Applied outside the `pending` lock, so a queued write may itself call `writeAsync`.
+    for write in batch { write(&self.value) }
+    batch.removeAll(keepingCapacity: true)
+    swap(&batch, &spare)
+  }
+
+  /// Takes the lock and applies every queued ``writeAsync(_:)`` closure (the background drain).
   func applyPendingWrites() {
-    let storage = storage
-    lock.withLock { spare in
-      var batch: [@Sendable (inout Value) -> Void] = []
-      swap(&batch, &spare)
-      pending.withLock { list in
-        hasPending.store(false, ordering: .releasing)
-        swap(&list, &batch)
-      }
-      // Applied outside the `pending` lock, so a queued write may itself call `writeAsync`.
-      for write in batch { write(&storage.pointee) }
-      batch.removeAll(keepingCapacity: true)
-      swap(&batch, &spare)
+    lock.withLock { _ in
+      if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
     }
   }
 }
 
-// The Mutex `lock` guards `storage`, the Mutex `pending` guards queued writes; the rest is immutable or atomic.
+// The Mutex `lock` guards `value` and `spare`, the Mutex `pending` guards queued writes; the rest is immutable or atomic.
 extension Isolated: @unchecked Sendable where Value: Sendable {}
 
 extension Isolated where Value: Sendable {
