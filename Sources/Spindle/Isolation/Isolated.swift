@@ -17,12 +17,13 @@ import Synchronization
 /// ```
 ///
 /// ## Implementation, chosen by measurement
-/// The value is guarded by a `Synchronization.Mutex`. Measured on Linux (the `isolation` benchmark suite),
-/// a heap-allocated `pthread_rwlock_t` costs 1.5-1.9 times a `Mutex` even in a 95 % read mix, since a read
-/// lock is an atomic read-modify-write like a mutex lock, and is slower still with two threads; a
-/// concurrent `DispatchQueue` with barriers costs 20-90 times. So reads take the same exclusive lock as
-/// writes. Keep closures short; never `await` or call back into the same `Isolated` inside them (the lock
-/// is not reentrant: doing so deadlocks).
+/// The value is guarded by a `Synchronization.Mutex` whose lock word shares a cache line with it. Measured on
+/// Linux (the `isolation` benchmark suite), a heap-allocated `pthread_rwlock_t` costs 1.7-2.7 times a
+/// `Mutex` in a 95 % read mix, since a read lock is an atomic read-modify-write like a mutex lock, and only
+/// draws level when reads are long; a concurrent `DispatchQueue` with barriers costs 25-80 times. So reads
+/// take the same exclusive lock as writes, and `Isolated` costs what a bare `Mutex` costs, within about a
+/// nanosecond. Keep closures short; never `await` or call back into the same `Isolated` inside them (the
+/// lock is not reentrant: doing so deadlocks).
 ///
 /// `writeAsync` appends its closure to a separate pending list and schedules a drain on a global
 /// dispatch queue; every `read` and `write` first applies pending writes (one atomic load when there are
