@@ -17,7 +17,7 @@ import Synchronization
 /// ```
 ///
 /// ## Implementation, chosen by measurement
-/// The value is guarded by a `Synchronization.Mutex` whose lock word shares a cache line with it. Measured on
+/// The value is guarded by a `Synchronization.Mutex` whose lock word is stored right beside it. Measured on
 /// Linux (the `isolation` benchmark suite), a heap-allocated `pthread_rwlock_t` costs 1.7-2.7 times a
 /// `Mutex` in a 95 % read mix, since a read lock is an atomic read-modify-write like a mutex lock, and only
 /// draws level when reads are long; a concurrent `DispatchQueue` with barriers costs 25-80 times. So reads
