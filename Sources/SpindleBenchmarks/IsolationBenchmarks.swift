@@ -15,6 +15,7 @@ public let isolationBenchmarkSuite = BenchmarkSuite(
   report.results += await semaphoreResults(options)
   report.notes = [
     "lock rows: ops split evenly over dedicated threads started together; 95/5 writes every 20th op, 50/50 every other",
+    "lock rows: runs interleaved across candidates so that outside load hits all of them alike",
     "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes",
     "ratios are medians against the baseline measured in the same run; the machine is shared, quote ratios",
   ]
@@ -28,15 +29,24 @@ private struct Pair {
   var last = 0
 }
 
+/// What a read computes: the sum of the fields, then `spin` dependent multiply-adds (a longer critical section).
+@inline(__always)
+private func digest(_ pair: Pair, spin: Int) -> Int {
+  var x = pair.first &+ pair.last
+  for i in 0..<spin { x = x &* 31 &+ i }
+  return x
+}
+
 /// One way to guard a `Pair`, as the benchmark sees it.
 private protocol LockCandidate: Sendable {
-  func read() -> Int
+  /// Reads the pair under the lock, spending `spin` multiply-adds inside the critical section.
+  func read(spin: Int) -> Int
   func write(_ stamp: Int)
 }
 
 private final class MutexCandidate: LockCandidate {
   let state = Mutex(Pair())
-  func read() -> Int { state.withLock { $0.first &+ $0.last } }
+  func read(spin: Int) -> Int { state.withLock { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
     state.withLock {
       $0.first = stamp
@@ -61,10 +71,10 @@ private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendabl
     lock.deallocate()
   }
 
-  func read() -> Int {
+  func read(spin: Int) -> Int {
     pthread_rwlock_rdlock(lock)
     defer { pthread_rwlock_unlock(lock) }
-    return value.first &+ value.last
+    return digest(value, spin: spin)
   }
 
   func write(_ stamp: Int) {
@@ -79,7 +89,7 @@ private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendabl
 private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
   let queue = DispatchQueue(label: "spindle.bench.barrier", attributes: .concurrent)
   var value = Pair()
-  func read() -> Int { queue.sync { value.first &+ value.last } }
+  func read(spin: Int) -> Int { queue.sync { digest(value, spin: spin) } }
   func write(_ stamp: Int) {
     queue.sync(flags: .barrier) {
       value.first = stamp
@@ -90,7 +100,7 @@ private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
 
 private final class IsolatedCandidate: LockCandidate {
   let state = Isolated(Pair())
-  func read() -> Int { state.read { $0.first &+ $0.last } }
+  func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
     state.write {
       $0.first = stamp
@@ -101,7 +111,7 @@ private final class IsolatedCandidate: LockCandidate {
 
 private final class IsolatedAsyncWriteCandidate: LockCandidate {
   let state = Isolated(Pair())
-  func read() -> Int { state.read { $0.first &+ $0.last } }
+  func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
     state.writeAsync {
       $0.first = stamp
@@ -123,7 +133,13 @@ private final class StartGate: Sendable {
 }
 
 /// Runs the mix on `threads` dedicated threads that start together (a start gate), so that they really overlap.
-private func runMix<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, threads: Int, writeEvery: Int) {
+private func runMix<Candidate: LockCandidate>(
+  _ candidate: Candidate,
+  ops: Int,
+  threads: Int,
+  writeEvery: Int,
+  spin: Int
+) {
   let gate = StartGate()
   let finished = DispatchSemaphore(value: 0)
   for _ in 0..<threads {
@@ -131,9 +147,9 @@ private func runMix<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, 
       gate.arriveAndWait(for: threads)
       var total = 0
       for i in 0..<(ops / threads) {
-        if i % writeEvery == 0 { candidate.write(i) } else { total &+= candidate.read() }
+        if i % writeEvery == 0 { candidate.write(i) } else { total &+= candidate.read(spin: spin) }
       }
-      sink.add(total, ordering: .relaxed)
+      sink.wrappingAdd(total, ordering: .relaxed)
       finished.signal()
     }
   }
@@ -141,30 +157,53 @@ private func runMix<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, 
 }
 
 private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResult] {
-  let ops = options.quick ? 200_000 : 2_000_000
+  // Short runs, many of them: on a loaded machine a run longer than a scheduler time slice gets preempted
+  // and its wall time measures the load, not the lock; the median of many short runs does not.
+  let ops = options.quick ? 200_000 : 500_000
+  let rounds = options.quick ? options.runs : max(options.runs, 15)
   let candidates: [(String, any LockCandidate)] = [
     ("Mutex", MutexCandidate()),
-    ("pthread_rwlock", ReaderWriterLockCandidate()),
-    ("concurrent queue + barrier", BarrierQueueCandidate()),
     ("Spindle Isolated", IsolatedCandidate()),
+    ("pthread_rwlock", ReaderWriterLockCandidate()),
+    // These two leave Dispatch worker threads busy for a moment after a run, so they go last in a round,
+    // followed by a short pause, not to slow down whoever runs next.
     ("Spindle Isolated (writeAsync)", IsolatedAsyncWriteCandidate()),
+    ("concurrent queue + barrier", BarrierQueueCandidate()),
   ]
   var results: [BenchmarkResult] = []
-  for (mix, writeEvery) in [("read-heavy 95/5", 20), ("write-heavy 50/50", 2)] {
+  let mixes = [
+    (name: "read-heavy 95/5", writeEvery: 20, spin: 0, share: 1),
+    (name: "write-heavy 50/50", writeEvery: 2, spin: 0, share: 1),
+    (name: "long reads (~200 multiply-adds) 95/5", writeEvery: 20, spin: 200, share: 20),
+  ]
+  for mix in mixes {
     for threads in [1, 2] {
-      let scenario = "\(mix), \(threads) thread\(threads == 1 ? "" : "s")"
-      for (index, (name, candidate)) in candidates.enumerated() {
-        // The barrier queue is ~40x slower; a tenth of the ops keeps the run short (per-op cost is reported).
-        let count = name.hasPrefix("concurrent queue") ? ops / 10 : ops
-        let sample = measureQuiet(runs: options.runs) {
-          runMix(candidate, ops: count, threads: threads, writeEvery: writeEvery)
+      let scenario = "\(mix.name), \(threads) thread\(threads == 1 ? "" : "s")"
+      let ops = ops / mix.share
+      // Runs are interleaved (one run of each candidate per round) so that load from other processes on
+      // this shared machine hits every candidate alike.
+      let counts = candidates.map { name, _ in
+        // The barrier queue is 20-90x slower; a tenth of the ops keeps the run short (per-op cost is reported).
+        name.hasPrefix("concurrent queue") ? ops / 10 : ops
+      }
+      var seconds = Array(repeating: [Double](), count: candidates.count)
+      let clock = ContinuousClock()
+      for round in -1..<rounds {
+        for (index, (_, candidate)) in candidates.enumerated() {
+          let start = clock.now
+          runMix(candidate, ops: counts[index], threads: threads, writeEvery: mix.writeEvery, spin: mix.spin)
+          if round >= 0 { seconds[index].append((clock.now - start).seconds) }  // round -1 warms up
+          usleep(2_000)
         }
-        let perSecond = Double(count) / sample.median
+      }
+      for (index, (name, _)) in candidates.enumerated() {
+        let sample = Sample(seconds[index])
+        let perSecond = Double(counts[index]) / sample.median
         results.append(
           BenchmarkResult(
             scenario: scenario,
             contender: name,
-            sample: normalized(sample, by: Double(ops) / Double(count)),
+            sample: normalized(sample, by: Double(ops) / Double(counts[index])),
             items: ops,
             isBaseline: index == 0,
             note: String(format: "%.1f M ops/s", perSecond / 1e6)
@@ -231,7 +270,7 @@ private func concurrentMapResults(_ options: BenchmarkOptions) async -> [Benchma
       while let value = await group.next() { sum &+= value }
       return sum
     }
-    sink.add(total, ordering: .relaxed)
+    sink.wrappingAdd(total, ordering: .relaxed)
   }
   results.append(
     BenchmarkResult(

@@ -150,6 +150,7 @@ public enum AsyncSemaphoreError: Error, Equatable, Sendable, CustomStringConvert
   /// The semaphore was deallocated while the task waited, so no permit could ever arrive.
   case destroyed
 
+  /// A sentence saying what happened to the waiting task.
   public var description: String {
     switch self {
     case .destroyed: "AsyncSemaphore was deallocated while a task still waited for a permit"

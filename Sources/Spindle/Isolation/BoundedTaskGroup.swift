@@ -5,7 +5,9 @@
 /// ``next()``, so no result is lost and results arrive in completion order, as with `TaskGroup`.
 public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   private var group: TaskGroup<ChildTaskResult>
+  /// Results collected while making room, not yet returned by `next()`; `finished[finishedHead...]` are unread.
   private var finished: [ChildTaskResult] = []
+  private var finishedHead = 0
   private var running = 0
 
   /// The most child tasks that run at once.
@@ -47,7 +49,16 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
 
   /// The next finished child's result (in completion order), or `nil` when no child is left.
   nonisolated(nonsending) public mutating func next() async -> ChildTaskResult? {
-    if !finished.isEmpty { return finished.removeFirst() }
+    if finishedHead < finished.count {
+      defer {
+        finishedHead += 1
+        if finishedHead == finished.count {
+          finished.removeAll(keepingCapacity: true)
+          finishedHead = 0
+        }
+      }
+      return finished[finishedHead]
+    }
     guard let result = await group.next() else { return nil }
     running -= 1
     return result
@@ -56,12 +67,13 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Waits for every child, discarding results.
   nonisolated(nonsending) public mutating func waitForAll() async {
     finished.removeAll()
+    finishedHead = 0
     await group.waitForAll()
     running = 0
   }
 
   /// Whether the group has no running child and no unread result.
-  public var isEmpty: Bool { finished.isEmpty && group.isEmpty }
+  public var isEmpty: Bool { finishedHead == finished.count && group.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
   public func cancelAll() { group.cancelAll() }

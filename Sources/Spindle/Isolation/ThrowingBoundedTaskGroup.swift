@@ -6,7 +6,9 @@
 /// feeds the group. Results of children that succeeded are kept for ``next()``.
 public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   private var group: ThrowingTaskGroup<ChildTaskResult, any Error>
+  /// Results collected while making room, not yet returned by `next()`; `finished[finishedHead...]` are unread.
   private var finished: [ChildTaskResult] = []
+  private var finishedHead = 0
   private var running = 0
 
   /// The most child tasks that run at once.
@@ -58,7 +60,16 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   ///
   /// - Throws: The error of the next child that failed.
   nonisolated(nonsending) public mutating func next() async throws -> ChildTaskResult? {
-    if !finished.isEmpty { return finished.removeFirst() }
+    if finishedHead < finished.count {
+      defer {
+        finishedHead += 1
+        if finishedHead == finished.count {
+          finished.removeAll(keepingCapacity: true)
+          finishedHead = 0
+        }
+      }
+      return finished[finishedHead]
+    }
     guard running > 0 else { return nil }
     running -= 1
     return try await group.next()
@@ -67,12 +78,13 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Waits for every child, discarding results, and throws the first error a child threw.
   nonisolated(nonsending) public mutating func waitForAll() async throws {
     finished.removeAll()
+    finishedHead = 0
     running = 0
     try await group.waitForAll()
   }
 
   /// Whether the group has no running child and no unread result.
-  public var isEmpty: Bool { finished.isEmpty && group.isEmpty }
+  public var isEmpty: Bool { finishedHead == finished.count && group.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
   public func cancelAll() { group.cancelAll() }

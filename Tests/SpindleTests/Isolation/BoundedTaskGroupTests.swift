@@ -131,6 +131,41 @@ private func square(_ x: Int) async -> Int {
     #expect(gauge.maximum <= 2)
   }
 
+  @Test func cancelledGroupsAddNothingAndWaitForAllDrains() async throws {
+    let ran = Counter()
+    await withBoundedTaskGroup(maxConcurrent: 2, of: Void.self) { group in
+      for _ in 0..<5 { await group.addTask { ran.add(1) } }
+      await group.waitForAll()
+      let empty = group.isEmpty
+      #expect(empty)
+      #expect(ran.value == 5)
+      group.cancelAll()
+      let added = await group.addTaskUnlessCancelled { ran.add(1) }
+      let cancelled = group.isCancelled
+      #expect(!added)
+      #expect(cancelled)
+    }
+    try await withThrowingBoundedTaskGroup(maxConcurrent: 2, of: Int.self) { group in
+      group.cancelAll()
+      let added = try await group.addTaskUnlessCancelled { 1 }
+      #expect(!added)
+      #expect(try await group.next() == nil)
+    }
+    #expect(ran.value == 5)
+  }
+
+  @Test func concurrentForEachPropagatesTheFirstError() async {
+    let started = Counter()
+    await #expect(throws: Failure(index: 3)) {
+      try await (0..<1_000).concurrentForEach(maxConcurrent: 3) { x in
+        started.add(1)
+        if x == 3 { throw Failure(index: 3) }
+        if x > 3 { try await Task.sleep(for: .seconds(60)) }
+      }
+    }
+    #expect(started.value < 20)
+  }
+
   @Test func zeroConcurrencyStopsWithAMessage() async {
     await #expect(processExitsWith: .failure) {
       _ = try await [1, 2].concurrentMap(maxConcurrent: 0) { $0 }

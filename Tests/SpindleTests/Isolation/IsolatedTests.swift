@@ -1,7 +1,8 @@
 import Dispatch
-import Spindle
 import Synchronization
 import Testing
+
+@testable import Spindle
 
 private struct Person: Sendable {
   var first: String
@@ -50,6 +51,9 @@ private func busyWork(_ n: Int) -> Int {
     }
     #expect(pair.read(\.a) == 7)
     #expect(pair.read(\.b) == 9)
+    #expect(throws: Boom.boom) {
+      try pair.read { (_: borrowing Pair) throws(Boom) -> Int in throw .boom }
+    }
   }
 
   @Test func neverTearsUnderConcurrentWriters() {
@@ -82,7 +86,11 @@ private func busyWork(_ n: Int) -> Int {
   }
 
   @Test func laterReadOnAnotherThreadSeesWriteAsync() {
-    let pair = Isolated(Pair())
+    // The background drain never runs here: readers alone must apply the queued writes.
+    let stalled = DispatchQueue(label: "spindle.test.stalled-drain")
+    stalled.suspend()
+    defer { stalled.resume() }
+    let pair = Isolated(Pair(), drainingOn: stalled)
     var stale = 0
     for i in 1...stressSize(500) {
       pair.writeAsync { $0.a = i }
@@ -99,7 +107,10 @@ private func busyWork(_ n: Int) -> Int {
   }
 
   @Test func laterWriteSeesWriteAsyncAndAsyncWritesKeepIssueOrder() {
-    let log = Isolated([Int]())
+    let stalled = DispatchQueue(label: "spindle.test.stalled-drain")
+    stalled.suspend()
+    defer { stalled.resume() }
+    let log = Isolated([Int](), drainingOn: stalled)
     for i in 0..<1_000 { log.writeAsync { $0.append(i) } }
     let count = log.write { list in
       list.append(-1)
