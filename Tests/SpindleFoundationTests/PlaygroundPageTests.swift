@@ -98,16 +98,19 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
   @Test func twoAtATimeIsFasterThanSerial() throws {
     // Sleep-based work: the ideal ratio is 0.5. Other suites run in parallel in the same process and can
     // starve the thread pool for a moment, so a few attempts are allowed; one must beat the generous bound.
+    // The width itself is never exceeded; reaching it needs a free pool thread, so it is part of the retry.
     var attempts: [String] = []
-    for _ in 0..<3 {
+    for _ in 0..<5 {
       let serial = try run(width: 1)
       let concurrent = try run(width: 2)
       #expect(serial.peak == 1)
-      #expect(concurrent.peak == 2)
+      #expect(concurrent.peak <= 2)
       let ratio = concurrent.seconds / serial.seconds
       attempts.append(
-        String(format: "serial %.3f s, width 2 %.3f s, ratio %.2f", serial.seconds, concurrent.seconds, ratio))
-      if ratio < 0.8 { return }
+        String(
+          format: "serial %.3f s, width 2 %.3f s (peak %d), ratio %.2f", serial.seconds, concurrent.seconds,
+          concurrent.peak, ratio))
+      if ratio < 0.8 && concurrent.peak == 2 { return }
     }
     Issue.record("width 2 was never clearly faster than serial: \(attempts.joined(separator: "; "))")
   }

@@ -37,7 +37,7 @@ final class InFlightLimit: Sendable {
 
   /// The most executions that may run at once.
   let limit: Int
-  private let state = Locked(State())
+  private let state = TSanVisibleMutex(State())
 
   init(limit: Int) {
     self.limit = limit

@@ -38,7 +38,7 @@ final class QueueIdentity: Sendable {
   /// The key under which every identifiable queue stores its identity.
   @usableFromInline static let registryKey = DispatchSpecificKey<QueueIdentity>()
   /// Serialises adoption of queues created elsewhere, so two wrappers never race to set an identity.
-  private static let adoption = Mutex(())
+  private static let adoption = TSanVisibleMutex(())
 
   private init(label: String, isConcurrent: Bool, parent: QueueIdentity?) {
     self.label = label

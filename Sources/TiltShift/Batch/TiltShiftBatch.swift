@@ -183,7 +183,7 @@ public final class TiltShiftBatch: Sendable {
   private let filterQueue: WorkQueue
   /// Serialises the bookkeeping: starting files, recording reports, calling `onFileFinished`.
   private let bookkeeping = DispatchQueue(label: "tiltshift.batch")
-  private let state: Mutex<State>
+  private let state: TSanVisibleMutex<State>
 
   private struct State {
     var next = 0
@@ -205,7 +205,7 @@ public final class TiltShiftBatch: Sendable {
     self.configuration = configuration
     codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs)
     filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs)
-    state = Mutex(
+    state = TSanVisibleMutex(
       State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
     )
   }
@@ -354,7 +354,7 @@ public final class TiltShiftBatch: Sendable {
   private func startPipeline(_ index: Int, completion: @escaping @Sendable (FileReport) -> Void) {
     let item = items[index]
     let configuration = configuration
-    let timings = Mutex(StageTimings())
+    let timings = TSanVisibleMutex(StageTimings())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
     let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
       let clock = ContinuousClock()

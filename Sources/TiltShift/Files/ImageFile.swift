@@ -1,3 +1,4 @@
+import Spindle
 import Synchronization
 
 #if canImport(Glibc)
@@ -194,7 +195,7 @@ public enum ImageFile {
     var closed = false
   }
 
-  private static let inFlight = Mutex(InFlight())
+  private static let inFlight = TSanVisibleMutex(InFlight())
 
   /// `("dir/", "name")` from `"dir/name"`; `("", "name")` without a folder.
   private static func split(_ path: String) -> (folder: String, name: String) {

@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 import Synchronization
 import TiltShift
 
@@ -6,7 +7,7 @@ import TiltShift
 final class ProgressBar: Sendable {
   private let enabled: Bool
   private let total: Int
-  private let visible = Mutex(false)
+  private let visible = TSanVisibleMutex(false)
 
   init(enabled: Bool, total: Int) {
     self.enabled = enabled

@@ -82,7 +82,7 @@ extension TourCommand {
   static func pipeline() throws {
     say("In practice: a pipeline per image (load → tilt-shift → output), cancelled when the image scrolls away.")
     let queue = WorkQueue(name: "tour.pipeline", maxConcurrent: 2)
-    let delivered = Mutex<[String]>([])
+    let delivered = TSanVisibleMutex<[String]>([])
     var outputs: [Work<Void>] = []
     var pipelines: [[AnyWork]] = []
     for index in 1...6 {
@@ -129,7 +129,7 @@ extension TourCommand {
   static func groups() throws {
     say("Dispatch groups tell you when a set of asynchronous jobs has finished; wrap a callback API with enter/leave.")
     let group = DispatchGroup()
-    let finished = Mutex<[String]>([])
+    let finished = TSanVisibleMutex<[String]>([])
     func animate(_ name: String, seconds: Double, completion: @escaping @Sendable () -> Void) {
       DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
         completion()
@@ -165,8 +165,8 @@ extension TourCommand {
     let valid = Set(names.map { "\($0.0) \($0.1)" } + ["Anna Adams"])
 
     // Unprotected: two separate locks, one per field — each write is safe, the pair is not.
-    let first = Mutex("Anna")
-    let last = Mutex("Adams")
+    let first = TSanVisibleMutex("Anna")
+    let last = TSanVisibleMutex("Adams")
     let torn = Atomic<Int>(0)
     DispatchQueue.concurrentPerform(iterations: 2000) { index in
       let name = names[index % names.count]

@@ -7,18 +7,21 @@ import Synchronization
 /// state as racing. Every critical section here starts with an acquiring load and ends with a releasing
 /// store of an epoch counter, which gives ThreadSanitizer the happens-before edge the lock already
 /// guarantees. On x86 both are plain moves, so the cost is nil; on ARM they are one `ldar`/`stlr` pair.
+///
+/// Spindle's one lock: every target of the package uses it (`package` access) instead of `Mutex` directly, so that
+/// `swift test --sanitize=thread` reports only real races.
 @usableFromInline
-struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
+package struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
   @usableFromInline let mutex: Mutex<Value>
   @usableFromInline let epoch = Atomic<UInt>(0)
 
   @inlinable
-  init(_ value: consuming sending Value) {
+  package init(_ value: consuming sending Value) {
     mutex = Mutex(value)
   }
 
   @inlinable @inline(__always)
-  borrowing func withLock<Result: ~Copyable, Failure: Error>(
+  package borrowing func withLock<Result: ~Copyable, Failure: Error>(
     _ body: (inout sending Value) throws(Failure) -> sending Result
   ) throws(Failure) -> sending Result {
     try mutex.withLock { (value: inout sending Value) throws(Failure) -> sending Result in
@@ -26,5 +29,23 @@ struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
       defer { epoch.store(current &+ 1, ordering: .releasing) }
       return try body(&value)
     }
+  }
+}
+
+/// A shared, lock-protected box: a ``TSanVisibleMutex`` that closures can capture and hand around.
+package final class Locked<Value>: Sendable {
+  @usableFromInline let mutex: TSanVisibleMutex<Value>
+
+  /// Creates a box holding `value`.
+  package init(_ value: sending Value) {
+    mutex = TSanVisibleMutex(value)
+  }
+
+  /// Runs `body` with exclusive access to the value.
+  @inlinable
+  package func withLock<Result, Failure: Error>(
+    _ body: (inout sending Value) throws(Failure) -> sending Result
+  ) throws(Failure) -> sending Result {
+    try mutex.withLock(body)
   }
 }
