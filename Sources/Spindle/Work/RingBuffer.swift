@@ -26,6 +26,24 @@ struct RingBuffer<Element> {
     return element
   }
 
+  /// Inserts `element` before the first element.
+  mutating func prepend(_ element: Element) {
+    if count == storage.count { grow() }
+    head = head == 0 ? storage.count - 1 : head - 1
+    storage[head] = element
+    count += 1
+  }
+
+  mutating func popLast() -> Element? {
+    guard count > 0 else { return nil }
+    var index = head + count - 1
+    if index >= storage.count { index -= storage.count }
+    let element = storage[index]
+    storage[index] = nil
+    count -= 1
+    return element
+  }
+
   /// Removes and returns every element, oldest first, and gives back the storage.
   mutating func removeAll() -> [Element] {
     var all: [Element] = []

@@ -31,7 +31,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync(body)
+      body: .sync { work in Work<Value>.runSync(work, body) }
     )
   }
 
@@ -59,7 +59,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .async(body)
+      body: .async { work in await Work<Value>.runAsync(work) { try await body() } }
     )
   }
 
@@ -92,7 +92,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue()) }
+      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
 
@@ -128,7 +128,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue()) }
+      body: .async { work in await Work<Value>.runAsync(work) { try await body(a.dependencyValue()) } }
     )
   }
 
@@ -167,7 +167,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue()) }
+      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) } }
     )
   }
 
@@ -201,7 +201,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue(), b.dependencyValue()) }
+      body: .async { work in
+        await Work<Value>.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
+      }
     )
   }
 
@@ -238,7 +240,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      body: .sync { work in
+        Work<Value>.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      }
     )
   }
 
@@ -274,7 +278,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      body: .async { work in
+        await Work<Value>.runAsync(work) {
+          try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue())
+        }
+      }
     )
   }
 
@@ -313,7 +321,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue()) }
+      body: .sync { work in
+        Work<Value>.runSync(work) {
+          try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+        }
+      }
     )
   }
 
@@ -351,8 +363,10 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async {
-        try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+      body: .async { work in
+        await Work<Value>.runAsync(work) {
+          try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+        }
       }
     )
   }
@@ -396,7 +410,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult()) }
+      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
 
@@ -429,7 +443,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult()) }
+      body: .async { work in await Work<Value>.runAsync(work) { try await body(a.dependencyResult()) } }
     )
   }
 
@@ -465,7 +479,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult()) }
+      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) } }
     )
   }
 
@@ -500,7 +514,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult(), b.dependencyResult()) }
+      body: .async { work in
+        await Work<Value>.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
+      }
     )
   }
 
@@ -538,7 +554,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      body: .sync { work in
+        Work<Value>.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      }
     )
   }
 
@@ -575,7 +593,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      body: .async { work in
+        await Work<Value>.runAsync(work) {
+          try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult())
+        }
+      }
     )
   }
 
@@ -617,7 +639,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult()) }
+      body: .sync { work in
+        Work<Value>.runSync(work) {
+          try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+        }
+      }
     )
   }
 
@@ -658,8 +684,10 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async {
-        try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+      body: .async { work in
+        await Work<Value>.runAsync(work) {
+          try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+        }
       }
     )
   }
@@ -692,7 +720,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback(body)
+      body: .callback { work in body(Work<Value>.finishHandle(work)) }
     )
   }
 
@@ -721,7 +749,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { finish in body(a.dependencyValue(), finish) }
+      body: .callback { work in body(a.dependencyValue(), Work<Value>.finishHandle(work)) }
     )
   }
 }
