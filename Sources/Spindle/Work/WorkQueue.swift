@@ -134,10 +134,11 @@ public final class WorkQueue: Sendable {
   @available(*, noasync, message: "use 'await queue.allFinished()' in async code")
   public func waitUntilAllFinished() {
     if let current = WorkContext.currentWork, current.queue === self {
-      preconditionFailure(
+      let message =
         "WorkQueue '\(name)': waitUntilAllFinished() called from inside the body of work "
-          + "'\(current.name ?? "unnamed")' on the same queue; it would wait for itself and deadlock"
-      )
+        + "'\(current.name ?? "unnamed")' on the same queue; it would wait for itself and deadlock"
+      WorkQueue.standardErrorMisuseHandler(message)  // also in optimized builds, which drop the trap's message
+      preconditionFailure(message)
     }
     let semaphore: DispatchSemaphore? = scheduler.withLock { state in
       guard state.unfinished > 0 else { return nil }
