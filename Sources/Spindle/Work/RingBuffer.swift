@@ -18,8 +18,7 @@ struct RingBuffer<Element> {
 
   mutating func popFirst() -> Element? {
     guard count > 0 else { return nil }
-    let element = storage[head]
-    storage[head] = nil
+    let element = storage[head].take()
     head += 1
     if head == storage.count { head = 0 }
     count -= 1
@@ -38,8 +37,7 @@ struct RingBuffer<Element> {
     guard count > 0 else { return nil }
     var index = head + count - 1
     if index >= storage.count { index -= storage.count }
-    let element = storage[index]
-    storage[index] = nil
+    let element = storage[index].take()
     count -= 1
     return element
   }

@@ -114,13 +114,16 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.
   ///
+  /// Callers capture `Work<Value>.self` when they create the body and call this on it, so running an item
+  /// looks up no generic metadata.
+  ///
   /// The running body is the only writer of the value; readers take `lock` after the work completes under
   /// it, which orders them after this write.
   @inline(__always)
   static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
     do {
       let value = try run()
-      unsafeDowncast(work, to: Work<Value>.self).storedValue = value
+      unsafeDowncast(work, to: self).storedValue = value
       return .finished
     } catch {
       return Termination(error: error)
@@ -131,7 +134,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   static func runAsync(_ work: AnyWork, _ run: () async throws -> Value) async -> Termination {
     do {
       let value = try await run()
-      unsafeDowncast(work, to: Work<Value>.self).storedValue = value
+      unsafeDowncast(work, to: self).storedValue = value
       return .finished
     } catch {
       return Termination(error: error)
@@ -140,7 +143,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.
   static func finishHandle(_ work: AnyWork) -> WorkFinish<Value> {
-    WorkFinish(work: unsafeDowncast(work, to: Work<Value>.self))
+    WorkFinish(work: unsafeDowncast(work, to: self))
   }
 
   /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.

@@ -31,7 +31,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in Work<Value>.runSync(work, body) }
+      body: .sync { [type = Work<Value>.self] work in type.runSync(work, body) }
     )
   }
 
@@ -59,7 +59,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .async { work in await Work<Value>.runAsync(work) { try await body() } }
+      body: .async { [type = Work<Value>.self] work in await type.runAsync(work) { try await body() } }
     )
   }
 
@@ -92,7 +92,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyValue()) } }
+      body: .sync { [type = Work<Value>.self] work in type.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
 
@@ -128,7 +128,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { work in await Work<Value>.runAsync(work) { try await body(a.dependencyValue()) } }
+      body: .async { [type = Work<Value>.self] work in await type.runAsync(work) { try await body(a.dependencyValue()) }
+      }
     )
   }
 
@@ -167,7 +168,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) } }
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) }
+      }
     )
   }
 
@@ -201,8 +204,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { work in
-        await Work<Value>.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
       }
     )
   }
@@ -240,8 +243,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in
-        Work<Value>.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
       }
     )
   }
@@ -278,10 +281,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { work in
-        await Work<Value>.runAsync(work) {
-          try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue())
-        }
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
       }
     )
   }
@@ -321,8 +322,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in
-        Work<Value>.runSync(work) {
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) {
           try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
         }
       }
@@ -363,8 +364,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { work in
-        await Work<Value>.runAsync(work) {
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) {
           try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
         }
       }
@@ -410,7 +411,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyResult()) } }
+      body: .sync { [type = Work<Value>.self] work in type.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
 
@@ -443,7 +444,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { work in await Work<Value>.runAsync(work) { try await body(a.dependencyResult()) } }
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) { try await body(a.dependencyResult()) }
+      }
     )
   }
 
@@ -479,7 +482,9 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { work in Work<Value>.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) } }
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) }
+      }
     )
   }
 
@@ -514,8 +519,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { work in
-        await Work<Value>.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
       }
     )
   }
@@ -554,8 +559,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { work in
-        Work<Value>.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
       }
     )
   }
@@ -593,10 +598,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { work in
-        await Work<Value>.runAsync(work) {
-          try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult())
-        }
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
       }
     )
   }
@@ -639,8 +642,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { work in
-        Work<Value>.runSync(work) {
+      body: .sync { [type = Work<Value>.self] work in
+        type.runSync(work) {
           try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
         }
       }
@@ -684,8 +687,8 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { work in
-        await Work<Value>.runAsync(work) {
+      body: .async { [type = Work<Value>.self] work in
+        await type.runAsync(work) {
           try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
         }
       }
@@ -720,7 +723,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { work in body(Work<Value>.finishHandle(work)) }
+      body: .callback { [type = Work<Value>.self] work in body(type.finishHandle(work)) }
     )
   }
 
@@ -749,7 +752,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { work in body(a.dependencyValue(), Work<Value>.finishHandle(work)) }
+      body: .callback { [type = Work<Value>.self] work in body(a.dependencyValue(), type.finishHandle(work)) }
     )
   }
 }
