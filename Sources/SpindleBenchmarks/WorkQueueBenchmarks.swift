@@ -171,18 +171,17 @@ private func spindleChain(_ length: Int) {
 }
 
 private func operationChain(_ length: Int) {
+  // Added one by one, as code that builds a pipeline does.
   let queue = OperationQueue()
   queue.maxConcurrentOperationCount = WorkQueue.activeProcessorCount
   var previous: Operation?
-  var operations: [Operation] = []
-  operations.reserveCapacity(length)
   for _ in 0..<length {
     let operation = BlockOperation {}
     if let previous { operation.addDependency(previous) }
-    operations.append(operation)
+    queue.addOperation(operation)
     previous = operation
   }
-  queue.addOperations(operations, waitUntilFinished: true)
+  queue.waitUntilAllOperationsAreFinished()
 }
 
 private func dispatchChain(_ length: Int) {
