@@ -136,9 +136,14 @@ public class AnyWork: @unchecked Sendable {
     lock.unlock()
     switch body {
     case .sync(let run):
+      let trace = queue.trace
+      let start = trace?.now()
       let saved = WorkContext.bind(self)
       let termination = run(self)
       WorkContext.restore(saved)
+      if let trace, let start {
+        trace.record(self, start: start, thread: currentThreadID(), termination: termination)
+      }
       let completed: Completed? = lock.withLock {
         guard phase.termination == nil else { return nil }
         return completeLocked(termination)
@@ -147,6 +152,7 @@ public class AnyWork: @unchecked Sendable {
       return .completed(completed)
     case .async(let run):
       let task = Task(priority: queue.taskPriority) { [self] in
+        queue.trace?.recordStart(self)
         let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
         finishDetached(termination)
       }
@@ -158,6 +164,7 @@ public class AnyWork: @unchecked Sendable {
       if cancelNow { task.cancel() }
       return .detached
     case .callback(let run):
+      queue.trace?.recordStart(self)
       let saved = WorkContext.bind(self)
       run(self)
       WorkContext.restore(saved)

@@ -44,6 +44,9 @@ public final class WorkQueue: Sendable {
   public let qos: DispatchQoS.QoSClass
 
   let taskPriority: TaskPriority
+
+  /// The trace that records every item of this queue, if one was given.
+  public let trace: WorkTrace?
   private let dispatchQueue: DispatchQueue
   private let scheduler: PThreadLocked<SchedulerState>
   /// A copy of the scheduler's ready count that idle workers poll without taking the lock.
@@ -58,10 +61,12 @@ public final class WorkQueue: Sendable {
   ///   - maxConcurrent: The width: how many bodies may run at once. Defaults to the number of active
   ///     processors; 1 makes a serial queue. Must be at least 1.
   ///   - qos: The quality of service of the Dispatch threads that run the bodies.
+  ///   - trace: Records one event per work item (see ``WorkTrace``); `nil` records nothing.
   public init(
     name: String = "WorkQueue",
     maxConcurrent: Int = WorkQueue.activeProcessorCount,
-    qos: DispatchQoS.QoSClass = .default
+    qos: DispatchQoS.QoSClass = .default,
+    trace: WorkTrace? = nil
   ) {
     precondition(
       maxConcurrent >= 1,
@@ -70,6 +75,7 @@ public final class WorkQueue: Sendable {
     self.name = name
     self.maxConcurrent = maxConcurrent
     self.qos = qos
+    self.trace = trace
     self.dispatchQueue = DispatchQueue.global(qos: qos)
     self.scheduler = PThreadLocked(SchedulerState())
     switch qos {
@@ -375,6 +381,7 @@ public final class WorkQueue: Sendable {
   /// Completes the bookkeeping for an item that completed outside a worker's loop: cancelled, ended by a
   /// dependency, or an `async` or callback body that gives its slot back (`releasingSlot`).
   func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
+    trace?.recordEnd(item, termination: completed.termination)
     var ready = SmallList<AnyWork>()
     var ended: [(AnyWork, Completed)] = []
     Self.propagate(completed, ready: &ready, ended: &ended)
