@@ -26,12 +26,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable () throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type = Work<Value>.self] work in type.runSync(work, body) }
+      body: .sync { [type] work in type.runSync(work, body) }
     )
   }
 
@@ -54,12 +56,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable () async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .async { [type = Work<Value>.self] work in await type.runAsync(work) { try await body() } }
+      body: .async { [type] work in await type.runAsync(work) { try await body() } }
     )
   }
 
@@ -87,12 +91,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type = Work<Value>.self] work in type.runSync(work) { try body(a.dependencyValue()) } }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
 
@@ -123,13 +129,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { [type = Work<Value>.self] work in await type.runAsync(work) { try await body(a.dependencyValue()) }
-      }
+      body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyValue()) } }
     )
   }
 
@@ -163,14 +170,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type = Work<Value>.self] work in
-        type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) }
-      }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) } }
     )
   }
 
@@ -199,12 +206,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
       }
     )
@@ -238,12 +247,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type = Work<Value>.self] work in
+      body: .sync { [type] work in
         type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
       }
     )
@@ -276,12 +287,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
       }
     )
@@ -317,12 +330,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C, D) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type = Work<Value>.self] work in
+      body: .sync { [type] work in
         type.runSync(work) {
           try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
         }
@@ -359,12 +374,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C, D) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) {
           try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
         }
@@ -406,12 +423,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { [type = Work<Value>.self] work in type.runSync(work) { try body(a.dependencyResult()) } }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
 
@@ -439,14 +458,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { [type = Work<Value>.self] work in
-        await type.runAsync(work) { try await body(a.dependencyResult()) }
-      }
+      body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyResult()) } }
     )
   }
 
@@ -477,14 +496,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { [type = Work<Value>.self] work in
-        type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) }
-      }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) } }
     )
   }
 
@@ -514,12 +533,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
       }
     )
@@ -554,12 +575,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { [type = Work<Value>.self] work in
+      body: .sync { [type] work in
         type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
       }
     )
@@ -593,12 +616,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
       }
     )
@@ -637,12 +662,14 @@ extension WorkQueue {
       @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
       throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { [type = Work<Value>.self] work in
+      body: .sync { [type] work in
         type.runSync(work) {
           try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
         }
@@ -682,12 +709,14 @@ extension WorkQueue {
       @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
       async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { [type = Work<Value>.self] work in
+      body: .async { [type] work in
         await type.runAsync(work) {
           try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
         }
@@ -718,12 +747,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (WorkFinish<Value>) -> Void
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { [type = Work<Value>.self] work in body(type.finishHandle(work)) }
+      body: .callback { [type] work in body(type.finishHandle(work)) }
     )
   }
 
@@ -747,12 +778,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, WorkFinish<Value>) -> Void
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { [type = Work<Value>.self] work in body(a.dependencyValue(), type.finishHandle(work)) }
+      body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }
     )
   }
 }

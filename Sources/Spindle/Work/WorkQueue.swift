@@ -187,14 +187,17 @@ public final class WorkQueue: Sendable {
   // MARK: - Engine
 
   /// Creates the work item for an `add` call and wires it to its dependencies.
+  ///
+  /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`.
   func makeWork<Value: Sendable>(
+    _ type: Work<Value>.Type,
     name: String?,
     priority: WorkPriority,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
     body: ErasedBody
   ) -> Work<Value> {
-    let work = Work<Value>(
+    let work = type.init(
       queue: self,
       name: name,
       priority: priority,
