@@ -33,6 +33,13 @@ private struct WorkQueueBenchmarks {
         + "Width: \(WorkQueue.activeProcessorCount) (active processors) for every contender."
     )
 
+    // Memory per pending item, measured first: freed memory of earlier scenarios would hide the growth.
+    let pending = size(100_000)
+    var spindleBytes = 0.0
+    let spindleAdd = try measure(runs: 1, warmup: 0) { spindleBytes = spindlePendingBytes(pending) }
+    var operationBytes = 0.0
+    let operationAdd = try measure(runs: 1, warmup: 0) { operationBytes = operationPendingBytes(pending) }
+
     // Independent items.
     let independent = size(100_000)
     let scenario = "independent \(independent.formatted())"
@@ -87,19 +94,11 @@ private struct WorkQueueBenchmarks {
     )
     add(dagName, "Tasks awaiting tasks", nodes, await measureAsync(runs: runs) { await taskGraph(graph) })
 
-    // Memory per pending item.
-    let pending = size(100_000)
     let memoryName = "memory, \(pending.formatted()) pending items"
-    var spindleBytes = 0.0
-    let spindleAdd = try measure(runs: 1, warmup: 0) { spindleBytes = spindlePendingBytes(pending) }
-    add(
-      memoryName, "Spindle WorkQueue", pending, baseline: true, spindleAdd,
-      note: String(format: "%.0f bytes/item", spindleBytes))
-    var operationBytes = 0.0
-    let operationAdd = try measure(runs: 1, warmup: 0) { operationBytes = operationPendingBytes(pending) }
-    add(
-      memoryName, "Foundation OperationQueue", pending, operationAdd,
-      note: String(format: "%.0f bytes/item", operationBytes))
+    let spindleNote = String(format: "%.0f bytes/item", spindleBytes)
+    add(memoryName, "Spindle WorkQueue", pending, baseline: true, spindleAdd, note: spindleNote)
+    let operationNote = String(format: "%.0f bytes/item", operationBytes)
+    add(memoryName, "Foundation OperationQueue", pending, operationAdd, note: operationNote)
     report.notes.append(
       "memory: resident set growth (/proc/self/statm, after malloc_trim) while adding items to a suspended "
         + "queue, divided by the item count (Spindle: a Work<Int> with its body; Foundation: a BlockOperation); the time column is the time "
