@@ -4,4 +4,5 @@ public let allBenchmarkSuites: [BenchmarkSuite] = [
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,
   queueBenchmarkSuite,
+  workQueueBenchmarkSuite,
 ]

@@ -35,6 +35,9 @@ public class AnyWork: @unchecked Sendable {
   /// Dependencies not yet finished, plus one while the work is still being wired up.
   let remaining: Atomic<Int>
 
+  // lock (taken out, and so released, when the body starts or the work ends without running)
+  var body: ErasedBody?
+
   // lock
   var phase: Phase
   // lock
@@ -56,8 +59,10 @@ public class AnyWork: @unchecked Sendable {
     name: String?,
     priority: WorkPriority,
     dependencyCount: Int,
-    acceptsFailedDependencies: Bool
+    acceptsFailedDependencies: Bool,
+    body: ErasedBody
   ) {
+    self.body = body
     self.queue = queue
     self.name = name
     self.priority = priority
@@ -115,17 +120,66 @@ public class AnyWork: @unchecked Sendable {
     }
   }
 
-  // MARK: - Engine hooks (overridden by Work<Value>)
+  // MARK: - Running
 
   /// Runs the body if the work is still ready. Called by a worker that holds a slot of the queue.
-  func execute() -> Execution {
-    fatalError("AnyWork.execute() must be overridden")
+  ///
+  /// Not generic: the body was erased when the work was created, so the hot path needs no type metadata.
+  final func execute() -> Execution {
+    lock.lock()
+    guard case .ready = phase, let body else {
+      lock.unlock()
+      return .skipped
+    }
+    phase = .running
+    self.body = nil
+    lock.unlock()
+    switch body {
+    case .sync(let run):
+      let trace = queue.trace
+      let start = trace?.now()
+      let saved = WorkContext.bind(self)
+      let termination = run(self)
+      WorkContext.restore(saved)
+      if let trace, let start {
+        trace.record(self, start: start, thread: currentThreadID(), termination: termination)
+      }
+      let completed: Completed? = lock.withLock {
+        guard phase.termination == nil else { return nil }
+        return completeLocked(termination)
+      }
+      guard let completed else { preconditionFailure("Spindle: running work completed twice") }
+      return .completed(completed)
+    case .async(let run):
+      let task = Task(priority: queue.taskPriority) { [self] in
+        queue.trace?.recordStart(self)
+        let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
+        finishDetached(termination)
+      }
+      let cancelNow: Bool = lock.withLock {
+        guard case .running = phase else { return false }
+        runningTask = task
+        return cancelRequested
+      }
+      if cancelNow { task.cancel() }
+      return .detached
+    case .callback(let run):
+      queue.trace?.recordStart(self)
+      let saved = WorkContext.bind(self)
+      run(self)
+      WorkContext.restore(saved)
+      return .detached
+    }
   }
 
-  /// Takes the body out (to be released after `lock` is released: its captures may run any code when they
-  /// deinitialise). Called with `lock` held when the work completes.
-  func takeBodyLocked() -> Any? {
-    fatalError("AnyWork.takeBodyLocked() must be overridden")
+  /// Completes an `async` or callback body (its value, if any, is already stored); it held its slot until now.
+  final func finishDetached(_ termination: Termination) {
+    let completed: Completed? = lock.withLock {
+      guard phase.termination == nil else { return nil }
+      return completeLocked(termination)
+    }
+    guard let completed else { return }
+    queue.retire(self, completed: completed, releasingSlot: true)
   }
 
   // MARK: - Engine
@@ -139,8 +193,9 @@ public class AnyWork: @unchecked Sendable {
       termination: termination,
       dependents: dependents,
       handlers: completionHandlers,
-      releasedBody: takeBodyLocked()
+      releasedBody: body
     )
+    body = nil
     dependents = SmallList()
     completionHandlers = SmallList()
     return completed
@@ -246,7 +301,7 @@ struct Completed {
   var dependents: SmallList<AnyWork>
   var handlers: SmallList<@Sendable () -> Void>
   /// The body of work that completed without running, released with this value outside the lock.
-  var releasedBody: Any?
+  var releasedBody: ErasedBody?
 }
 
 /// What happened when a worker asked an item to run.
@@ -257,4 +312,19 @@ enum Execution {
   case detached
   /// A synchronous body ran and the item completed; the slot is free again.
   case completed(Completed)
+}
+
+/// A body with its value type erased: it runs the user's closure, stores the value in the work item and says
+/// how the work ended. Created by `Work<Value>`, run by `AnyWork.execute()`.
+enum ErasedBody: Sendable {
+  case sync(@Sendable (AnyWork) -> Termination)
+  case async(@Sendable (AnyWork) async -> Termination)
+  case callback(@Sendable (AnyWork) -> Void)
+}
+
+extension Termination {
+  /// How a body that threw `error` ends: cancelled for `CancellationError`, failed otherwise.
+  init(error: any Error) {
+    self = error is CancellationError ? .cancelled : .failed(error)
+  }
 }

@@ -18,10 +18,26 @@ struct RingBuffer<Element> {
 
   mutating func popFirst() -> Element? {
     guard count > 0 else { return nil }
-    let element = storage[head]
-    storage[head] = nil
+    let element = storage[head].take()
     head += 1
     if head == storage.count { head = 0 }
+    count -= 1
+    return element
+  }
+
+  /// Inserts `element` before the first element.
+  mutating func prepend(_ element: Element) {
+    if count == storage.count { grow() }
+    head = head == 0 ? storage.count - 1 : head - 1
+    storage[head] = element
+    count += 1
+  }
+
+  mutating func popLast() -> Element? {
+    guard count > 0 else { return nil }
+    var index = head + count - 1
+    if index >= storage.count { index -= storage.count }
+    let element = storage[index].take()
     count -= 1
     return element
   }

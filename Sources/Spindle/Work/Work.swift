@@ -13,38 +13,12 @@ import Dispatch
 /// let image = try await blur.value
 /// ```
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
-  // Thread safety: `body`, `storedValue` and `finishCalled` are only touched while holding `lock` (see AnyWork).
+  // Thread safety: `storedValue` and `finishCalled` are guarded by `lock` (see AnyWork).
 
-  enum Body {
-    case sync(@Sendable () throws -> Value)
-    case async(@Sendable () async throws -> Value)
-    case callback(@Sendable (WorkFinish<Value>) -> Void)
-  }
-
-  // lock
-  private var body: Body?
-  // lock
+  // lock (written without it only by the running body, before the work completes under the lock)
   private var storedValue: Value?
   // lock
   private var finishCalled = false
-
-  init(
-    queue: WorkQueue,
-    name: String?,
-    priority: WorkPriority,
-    dependencyCount: Int,
-    acceptsFailedDependencies: Bool,
-    body: Body
-  ) {
-    self.body = body
-    super.init(
-      queue: queue,
-      name: name,
-      priority: priority,
-      dependencyCount: dependencyCount,
-      acceptsFailedDependencies: acceptsFailedDependencies
-    )
-  }
 
   // MARK: - Public API
 
@@ -138,78 +112,38 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
   }
 
-  override func takeBodyLocked() -> Any? {
-    guard let body else { return nil }
-    self.body = nil
-    return body
-  }
-
-  override func execute() -> Execution {
-    let body: Body? = lock.withLock {
-      guard case .ready = phase else { return nil }
-      phase = .running
-      let body = self.body
-      self.body = nil
-      return body
-    }
-    guard let body else { return .skipped }
-    switch body {
-    case .sync(let run):
-      let saved = WorkContext.bind(self)
-      let result: Result<Value, any Error>
-      do {
-        result = .success(try run())
-      } catch {
-        result = .failure(error)
-      }
-      WorkContext.restore(saved)
-      guard let completed = complete(result) else {
-        preconditionFailure("Spindle: running work completed twice")
-      }
-      return .completed(completed)
-    case .async(let run):
-      let task = Task(priority: queue.taskPriority) { [self] in
-        let result: Result<Value, any Error>
-        do {
-          result = .success(try await WorkContext.$taskWork.withValue(self) { try await run() })
-        } catch {
-          result = .failure(error)
-        }
-        finishDetached(result)
-      }
-      let cancelNow: Bool = lock.withLock {
-        guard case .running = phase else { return false }
-        runningTask = task
-        return cancelRequested
-      }
-      if cancelNow { task.cancel() }
-      return .detached
-    case .callback(let run):
-      let saved = WorkContext.bind(self)
-      run(WorkFinish(work: self))
-      WorkContext.restore(saved)
-      return .detached
+  /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.
+  ///
+  /// Callers capture `Work<Value>.self` when they create the body and call this on it, so running an item
+  /// looks up no generic metadata.
+  ///
+  /// The running body is the only writer of the value; readers take `lock` after the work completes under
+  /// it, which orders them after this write.
+  @inline(__always)
+  static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
+    do {
+      let value = try run()
+      unsafeDowncast(work, to: self).storedValue = value
+      return .finished
+    } catch {
+      return Termination(error: error)
     }
   }
 
-  /// Stores the outcome of a body and moves to the final phase; `nil` if already complete.
-  private func complete(_ result: Result<Value, any Error>) -> Completed? {
-    lock.withLock {
-      guard phase.termination == nil else { return nil }
-      switch result {
-      case .success(let success):
-        storedValue = success
-        return completeLocked(.finished)
-      case .failure(let error):
-        return completeLocked(error is CancellationError ? .cancelled : .failed(error))
-      }
+  /// Runs an `async` body for `work` (a `Work<Value>`) and stores its value, as ``runSync(_:_:)`` does.
+  static func runAsync(_ work: AnyWork, _ run: () async throws -> Value) async -> Termination {
+    do {
+      let value = try await run()
+      unsafeDowncast(work, to: self).storedValue = value
+      return .finished
+    } catch {
+      return Termination(error: error)
     }
   }
 
-  /// Completes an `async` or callback body, which held its slot until now.
-  func finishDetached(_ result: Result<Value, any Error>) {
-    guard let completed = complete(result) else { return }
-    queue.retire(self, completed: completed, releasingSlot: true)
+  /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.
+  static func finishHandle(_ work: AnyWork) -> WorkFinish<Value> {
+    WorkFinish(work: unsafeDowncast(work, to: self))
   }
 
   /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.
@@ -217,6 +151,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     let first: Bool = lock.withLock {
       if finishCalled { return false }
       finishCalled = true
+      if case .success(let value) = result { storedValue = value }
       return true
     }
     guard first else {
@@ -226,6 +161,9 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       )
       return
     }
-    finishDetached(result)
+    switch result {
+    case .success: finishDetached(.finished)
+    case .failure(let error): finishDetached(Termination(error: error))
+    }
   }
 }

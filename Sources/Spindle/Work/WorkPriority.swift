@@ -15,5 +15,6 @@ public enum WorkPriority: Int, Sendable, Comparable, CaseIterable {
   /// Runs before every other ready item.
   case veryHigh
 
+  /// Whether `lhs` runs after `rhs` (a lower priority).
   public static func < (lhs: WorkPriority, rhs: WorkPriority) -> Bool { lhs.rawValue < rhs.rawValue }
 }

@@ -26,12 +26,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable () throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync(body)
+      body: .sync { [type] work in type.runSync(work, body) }
     )
   }
 
@@ -54,12 +56,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable () async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .async(body)
+      body: .async { [type] work in await type.runAsync(work) { try await body() } }
     )
   }
 
@@ -87,12 +91,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue()) }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
 
@@ -123,12 +129,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue()) }
+      body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyValue()) } }
     )
   }
 
@@ -162,12 +170,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue()) }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) } }
     )
   }
 
@@ -196,12 +206,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue(), b.dependencyValue()) }
+      body: .async { [type] work in
+        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
+      }
     )
   }
 
@@ -233,12 +247,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      body: .sync { [type] work in
+        type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      }
     )
   }
 
@@ -269,12 +287,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      body: .async { [type] work in
+        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
+      }
     )
   }
 
@@ -308,12 +330,18 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C, D) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue()) }
+      body: .sync { [type] work in
+        type.runSync(work) {
+          try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+        }
+      }
     )
   }
 
@@ -346,13 +374,17 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, B, C, D) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: false,
-      body: .async {
-        try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+      body: .async { [type] work in
+        await type.runAsync(work) {
+          try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
+        }
       }
     )
   }
@@ -391,12 +423,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult()) }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
 
@@ -424,12 +458,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult()) }
+      body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyResult()) } }
     )
   }
 
@@ -460,12 +496,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult()) }
+      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) } }
     )
   }
 
@@ -495,12 +533,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult(), b.dependencyResult()) }
+      body: .async { [type] work in
+        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
+      }
     )
   }
 
@@ -533,12 +575,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      body: .sync { [type] work in
+        type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      }
     )
   }
 
@@ -570,12 +616,16 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      body: .async { [type] work in
+        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
+      }
     )
   }
 
@@ -612,12 +662,18 @@ extension WorkQueue {
       @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
       throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult()) }
+      body: .sync { [type] work in
+        type.runSync(work) {
+          try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+        }
+      }
     )
   }
 
@@ -653,13 +709,17 @@ extension WorkQueue {
       @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
       async throws -> Value
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a, b, c, d] + dependencies,
       acceptsFailedDependencies: true,
-      body: .async {
-        try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+      body: .async { [type] work in
+        await type.runAsync(work) {
+          try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
+        }
       }
     )
   }
@@ -687,12 +747,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (WorkFinish<Value>) -> Void
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback(body)
+      body: .callback { [type] work in body(type.finishHandle(work)) }
     )
   }
 
@@ -716,12 +778,14 @@ extension WorkQueue {
     dependencies: [AnyWork] = [],
     _ body: @escaping @Sendable (A, WorkFinish<Value>) -> Void
   ) -> Work<Value> {
-    makeWork(
+    let type = Work<Value>.self
+    return makeWork(
+      type,
       name: name,
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { finish in body(a.dependencyValue(), finish) }
+      body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }
     )
   }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -43,8 +44,15 @@ public final class WorkQueue: Sendable {
   public let qos: DispatchQoS.QoSClass
 
   let taskPriority: TaskPriority
+
+  /// The trace that records every item of this queue, if one was given.
+  public let trace: WorkTrace?
   private let dispatchQueue: DispatchQueue
   private let scheduler: PThreadLocked<SchedulerState>
+  /// A copy of the scheduler's ready count that idle workers poll without taking the lock.
+  private let readyHint = Atomic<Int>(0)
+  /// A copy of the scheduler's suspended flag that workers poll between items.
+  private let suspendedHint = Atomic<Bool>(false)
 
   /// Creates a queue.
   ///
@@ -53,10 +61,12 @@ public final class WorkQueue: Sendable {
   ///   - maxConcurrent: The width: how many bodies may run at once. Defaults to the number of active
   ///     processors; 1 makes a serial queue. Must be at least 1.
   ///   - qos: The quality of service of the Dispatch threads that run the bodies.
+  ///   - trace: Records one event per work item (see ``WorkTrace``); `nil` records nothing.
   public init(
     name: String = "WorkQueue",
     maxConcurrent: Int = WorkQueue.activeProcessorCount,
-    qos: DispatchQoS.QoSClass = .default
+    qos: DispatchQoS.QoSClass = .default,
+    trace: WorkTrace? = nil
   ) {
     precondition(
       maxConcurrent >= 1,
@@ -65,6 +75,7 @@ public final class WorkQueue: Sendable {
     self.name = name
     self.maxConcurrent = maxConcurrent
     self.qos = qos
+    self.trace = trace
     self.dispatchQueue = DispatchQueue.global(qos: qos)
     self.scheduler = PThreadLocked(SchedulerState())
     switch qos {
@@ -86,14 +97,20 @@ public final class WorkQueue: Sendable {
   ///
   /// Work can still be added and cancelled while the queue is suspended. Calling it twice is harmless.
   public func suspend() {
-    scheduler.withLock { $0.suspended = true }
+    scheduler.withLock { state in
+      state.suspended = true
+      suspendedHint.store(true, ordering: .relaxed)
+    }
   }
 
   /// Starts ready work again after ``suspend()``, highest priority first. Harmless if not suspended.
   public func resume() {
     let starts: SmallList<AnyWork> = scheduler.withLock { state in
       state.suspended = false
-      return state.takeStarts(width: maxConcurrent)
+      suspendedHint.store(false, ordering: .relaxed)
+      let starts = state.takeStarts(width: maxConcurrent)
+      readyHint.store(state.readyCount, ordering: .relaxed)
+      return starts
     }
     for item in starts { startWorker(item) }
   }
@@ -123,10 +140,11 @@ public final class WorkQueue: Sendable {
   @available(*, noasync, message: "use 'await queue.allFinished()' in async code")
   public func waitUntilAllFinished() {
     if let current = WorkContext.currentWork, current.queue === self {
-      preconditionFailure(
+      let message =
         "WorkQueue '\(name)': waitUntilAllFinished() called from inside the body of work "
-          + "'\(current.name ?? "unnamed")' on the same queue; it would wait for itself and deadlock"
-      )
+        + "'\(current.name ?? "unnamed")' on the same queue; it would wait for itself and deadlock"
+      WorkQueue.standardErrorMisuseHandler(message)  // also in optimized builds, which drop the trap's message
+      preconditionFailure(message)
     }
     let semaphore: DispatchSemaphore? = scheduler.withLock { state in
       guard state.unfinished > 0 else { return nil }
@@ -169,14 +187,17 @@ public final class WorkQueue: Sendable {
   // MARK: - Engine
 
   /// Creates the work item for an `add` call and wires it to its dependencies.
+  ///
+  /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`.
   func makeWork<Value: Sendable>(
+    _ type: Work<Value>.Type,
     name: String?,
     priority: WorkPriority,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
-    body: Work<Value>.Body
+    body: ErasedBody
   ) -> Work<Value> {
-    let work = Work<Value>(
+    let work = type.init(
       queue: self,
       name: name,
       priority: priority,
@@ -188,7 +209,9 @@ public final class WorkQueue: Sendable {
       _ = work.dependencyResolved()  // pending → ready; nothing else can see the item yet
       let start: Bool = scheduler.withLock { state in
         state.register(work)
-        return state.admit(work, width: maxConcurrent)
+        let start = state.admit(work, width: maxConcurrent)
+        readyHint.store(state.readyCount, ordering: .relaxed)
+        return start
       }
       if start { startWorker(work) }
       return work
@@ -209,7 +232,11 @@ public final class WorkQueue: Sendable {
 
   /// Runs `item` (ready) when a slot is free, or queues it by priority.
   func enqueue(_ item: AnyWork) {
-    let start = scheduler.withLock { $0.admit(item, width: maxConcurrent) }
+    let start = scheduler.withLock { state in
+      let start = state.admit(item, width: maxConcurrent)
+      readyHint.store(state.readyCount, ordering: .relaxed)
+      return start
+    }
     if start { startWorker(item) }
   }
 
@@ -217,79 +244,176 @@ public final class WorkQueue: Sendable {
     dispatchQueue.async { self.runWorker(item) }
   }
 
-  /// A worker holds one slot and runs ready items one after the other until none is left.
+  /// The most ready items a worker takes from the scheduler at once (and the most completed items it
+  /// retires at once): one lock round trip per batch instead of per item.
+  private static let batchLimit = 32
+
+  /// How many times an idle worker checks for new ready work before it gives its slot back.
+  private static let lingerSpins = 256
+
+  /// A worker holds one slot of the queue and runs ready items until none is left.
+  ///
+  /// It visits the scheduler lock once per batch: to retire the items it completed, queue the dependents
+  /// they made ready, and take the next ready items (highest priority first). When nothing is ready it
+  /// lingers for a moment before giving its slot back, which is cheaper than waking a thread per item.
   private func runWorker(_ first: AnyWork) {
-    var item = first
+    var worker = WorkerState()
+    worker.batch.append(first)
     while true {
-      let next: AnyWork?
-      switch item.execute() {
-      case .detached:
+      if let item = nextLocalItem(&worker) {
+        if run(item, &worker) { continue }
+        // An async or callback body took over the slot.
+        _ = synchronize(&worker, mode: .handOff)
         return
-      case .skipped:
-        next = finish(nil, completed: nil, releasingSlot: false, continuing: true)
-      case .completed(let completed):
-        next = finish(item, completed: completed, releasingSlot: false, continuing: true)
       }
-      guard let next else { return }
-      item = next
+      switch synchronize(&worker, mode: .keepIfIdle) {
+      case .refilled:
+        continue
+      case .released:
+        return
+      case .idle:
+        for spin in 0..<Self.lingerSpins {
+          if readyHint.load(ordering: .relaxed) > 0 || suspendedHint.load(ordering: .relaxed) { break }
+          if spin >= 16 { sched_yield() }
+        }
+        if case .refilled = synchronize(&worker, mode: .releaseIfIdle) { continue }
+        return
+      }
     }
   }
 
-  /// Completes the bookkeeping for an item that ended without a worker continuing after it.
-  func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
-    _ = finish(item, completed: completed, releasingSlot: releasingSlot, continuing: false)
+  /// The next item a worker can run without taking the lock, or `nil` when it should synchronize first.
+  private func nextLocalItem(_ worker: inout WorkerState) -> AnyWork? {
+    if worker.retired.count >= Self.batchLimit || worker.readied.count > 1 {
+      return nil
+    }
+    if suspendedHint.load(ordering: .relaxed) { return nil }
+    if let item = worker.batch.popFirst() { return item }
+    // A chain: the one dependent just made ready runs next, if nothing else waits.
+    if worker.readied.count == 1 && readyHint.load(ordering: .relaxed) == 0 {
+      return worker.readied.removeLast()
+    }
+    return nil
   }
 
-  /// The one place where completion flows: tells dependents, updates this queue in one lock, starts
-  /// workers, then runs handlers and wakes waiters outside the lock.
-  ///
-  /// - Parameters:
-  ///   - item: The completed item of this queue, or `nil` when a worker skipped a stale ready entry.
-  ///   - releasingSlot: An `async` or callback body gives back its slot.
-  ///   - continuing: The caller is a worker that keeps its slot if more ready work exists.
-  /// - Returns: The next item for the calling worker, if `continuing`.
-  private func finish(
-    _ item: AnyWork?,
-    completed: Completed?,
-    releasingSlot: Bool,
-    continuing: Bool
-  ) -> AnyWork? {
+  /// Runs one item on a worker; `false` when its body is `async` or callback-style and now holds the slot.
+  private func run(_ item: AnyWork, _ worker: inout WorkerState) -> Bool {
+    switch item.execute() {
+    case .detached:
+      return false
+    case .skipped:
+      return true
+    case .completed(let completed):
+      var ready = SmallList<AnyWork>()
+      var ended: [(AnyWork, Completed)] = []
+      Self.propagate(completed, ready: &ready, ended: &ended)
+      for dependent in ready {
+        if dependent.queue === self {
+          worker.readied.append(dependent)
+        } else {
+          dependent.queue.enqueue(dependent)
+        }
+      }
+      worker.retired.append(item)
+      for handler in completed.handlers { handler() }
+      retireEnded(ended)
+      return true
+    }
+  }
+
+  /// What a worker asks of `synchronize`.
+  private enum SynchronizeMode {
+    /// Refill the batch; with nothing ready keep the slot (the worker lingers).
+    case keepIfIdle
+    /// Refill the batch; with nothing ready give the slot back.
+    case releaseIfIdle
+    /// Flush and stop: the slot now belongs to an `async` or callback body.
+    case handOff
+  }
+
+  private enum SynchronizeOutcome {
+    case refilled
+    case idle
+    case released
+  }
+
+  /// Flushes a worker's retired and readied items, returns its unstarted items to the front of the ready
+  /// queue, and takes a new batch, all under one lock; then starts helpers and wakes waiters.
+  private func synchronize(_ worker: inout WorkerState, mode: SynchronizeMode) -> SynchronizeOutcome {
+    var waiters: [Waiter] = []
+    let (outcome, starts): (SynchronizeOutcome, SmallList<AnyWork>) = scheduler.withLock { state in
+      for item in worker.retired { state.unregister(item, waiters: &waiters) }
+      for item in worker.readied { state.pushReady(item) }
+      while let item = worker.batch.popLast() { state.pushReadyFront(item) }
+      if case .releaseIfIdle = mode {
+        // Back from lingering: take the slot again (the sum never exceeded the width).
+        state.lingering -= 1
+        state.running += 1
+      }
+      let outcome: SynchronizeOutcome
+      if case .handOff = mode {
+        outcome = .released
+      } else if state.suspended {
+        state.running -= 1
+        outcome = .released
+      } else {
+        let limit = Swift.max(1, Swift.min(Self.batchLimit, state.readyCount / maxConcurrent))
+        while worker.batch.count < limit, let item = state.popReady() { worker.batch.append(item) }
+        if !worker.batch.isEmpty {
+          outcome = .refilled
+        } else if case .releaseIfIdle = mode {
+          state.running -= 1
+          outcome = .released
+        } else {
+          state.running -= 1
+          state.lingering += 1
+          outcome = .idle
+        }
+      }
+      let starts = state.takeStarts(width: maxConcurrent)
+      readyHint.store(state.readyCount, ordering: .relaxed)
+      return (outcome, starts)
+    }
+    worker.retired.removeAll(keepingCapacity: true)
+    worker.readied.removeAll(keepingCapacity: true)
+    for item in starts { startWorker(item) }
+    for waiter in waiters { waiter.resume() }
+    return outcome
+  }
+
+  /// Completes the bookkeeping for an item that completed outside a worker's loop: cancelled, ended by a
+  /// dependency, or an `async` or callback body that gives its slot back (`releasingSlot`).
+  func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
+    trace?.recordEnd(item, termination: completed.termination)
     var ready = SmallList<AnyWork>()
     var ended: [(AnyWork, Completed)] = []
-    if let completed {
-      Self.propagate(completed, ready: &ready, ended: &ended)
-    }
+    Self.propagate(completed, ready: &ready, ended: &ended)
     var foreign = SmallList<AnyWork>()
-    var local = SmallList<AnyWork>()
-    for item in ready {
-      if item.queue === self { local.append(item) } else { foreign.append(item) }
-    }
-
     var waiters: [Waiter] = []
-    let (next, starts): (AnyWork?, SmallList<AnyWork>) = scheduler.withLock { state in
-      if let item, completed != nil { state.unregister(item, waiters: &waiters) }
-      for item in local { state.pushReady(item) }
-      var next: AnyWork? = nil
-      if releasingSlot {
-        state.running -= 1
-      } else if continuing {
-        next = state.suspended ? nil : state.popReady()
-        if next == nil { state.running -= 1 }
+    let starts: SmallList<AnyWork> = scheduler.withLock { state in
+      state.unregister(item, waiters: &waiters)
+      for dependent in ready {
+        if dependent.queue === self { state.pushReady(dependent) } else { foreign.append(dependent) }
       }
-      return (next, state.takeStarts(width: maxConcurrent))
+      if releasingSlot { state.running -= 1 }
+      let starts = state.takeStarts(width: maxConcurrent)
+      readyHint.store(state.readyCount, ordering: .relaxed)
+      return starts
     }
-    for item in starts { startWorker(item) }
-    for item in foreign { item.queue.enqueue(item) }
-    if let completed {
-      for handler in completed.handlers { handler() }
-    }
+    for start in starts { startWorker(start) }
+    for dependent in foreign { dependent.queue.enqueue(dependent) }
+    for handler in completed.handlers { handler() }
     for waiter in waiters { waiter.resume() }
-    // Work ended by this completion: its dependents were told above; its own queue still counts it.
+    retireEnded(ended)
+  }
+
+  /// Retires work that a completion ended (a failed or cancelled dependency), each on its own queue.
+  /// Their dependents were already told by `propagate`.
+  private func retireEnded(_ ended: [(AnyWork, Completed)]) {
     for (other, var otherCompleted) in ended {
       otherCompleted.dependents = SmallList()
       other.queue.retire(other, completed: otherCompleted)
     }
-    return next
   }
 
   /// Tells the dependents of a completed item; those that end too (a failed or cancelled dependency) are
@@ -323,7 +447,10 @@ struct SchedulerState {
   var ready: [RingBuffer<AnyWork>] = Array(repeating: RingBuffer(), count: WorkPriority.allCases.count)
   /// Entries in `ready`, including stale ones (cancelled while waiting; workers skip them).
   var readyCount = 0
+  /// Workers running items (between items too), holding a slot each.
   var running = 0
+  /// Idle workers that still hold a slot for a moment and will take ready items if any arrive.
+  var lingering = 0
   var suspended = false
   var unfinished = 0
   var registryHead: AnyWork?
@@ -331,7 +458,7 @@ struct SchedulerState {
 
   /// Takes a slot for `item` if one is free (returns `true`: start it), else queues it.
   mutating func admit(_ item: AnyWork, width: Int) -> Bool {
-    if !suspended && running < width && readyCount == 0 {
+    if !suspended && running + lingering < width && readyCount == 0 {
       running += 1
       return true
     }
@@ -341,6 +468,12 @@ struct SchedulerState {
 
   mutating func pushReady(_ item: AnyWork) {
     ready[item.priority.rawValue].append(item)
+    readyCount += 1
+  }
+
+  /// Puts back an item a worker took but did not start, ahead of the items of its priority.
+  mutating func pushReadyFront(_ item: AnyWork) {
+    ready[item.priority.rawValue].prepend(item)
     readyCount += 1
   }
 
@@ -361,7 +494,7 @@ struct SchedulerState {
   mutating func takeStarts(width: Int) -> SmallList<AnyWork> {
     var starts = SmallList<AnyWork>()
     guard !suspended else { return starts }
-    while running < width, let item = popReady() {
+    while running + lingering < width, let item = popReady() {
       running += 1
       starts.append(item)
     }
@@ -407,6 +540,16 @@ struct SchedulerState {
     }
     return items
   }
+}
+
+/// What a worker keeps between visits to the scheduler lock.
+private struct WorkerState {
+  /// Ready items taken from the scheduler, not yet started (in priority order).
+  var batch = RingBuffer<AnyWork>()
+  /// Items this worker completed that the queue still counts as unfinished.
+  var retired: [AnyWork] = []
+  /// Dependents on this queue that this worker's items made ready, not yet queued.
+  var readied: [AnyWork] = []
 }
 
 /// Someone waiting for a queue to have no unfinished work.

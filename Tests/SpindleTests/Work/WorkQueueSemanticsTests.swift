@@ -227,11 +227,14 @@ struct WorkQueueSemanticsTests {
 
   @Test("waitUntilAllFinished from inside a body of the same queue stops with a message")
   func waitInsideBodyTraps() async {
-    await #expect(processExitsWith: .failure) {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
       let queue = WorkQueue(name: "self-wait", maxConcurrent: 2)
-      queue.add { waitForAll(queue) }
+      queue.add(name: "waiter") { waitForAll(queue) }
       waitForAll(queue)
     }
+    let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(message.contains("WorkQueue 'self-wait': waitUntilAllFinished() called from inside"))
+    #expect(message.contains("the body of work 'waiter' on the same queue"))
   }
 
   @Test("completion callbacks run exactly once, also when added after completion")
