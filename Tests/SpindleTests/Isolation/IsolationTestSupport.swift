@@ -38,16 +38,6 @@ final class ConcurrencyGauge: Sendable {
   }
 }
 
-/// Suspends until `condition` holds, yielding in between; gives up (returns false) after `seconds`.
-func eventually(within seconds: Int = 10, _ condition: () -> Bool) async -> Bool {
-  let deadline = ContinuousClock.now + .seconds(seconds)
-  while !condition() {
-    if ContinuousClock.now > deadline { return false }
-    try? await Task.sleep(for: .milliseconds(1))
-  }
-  return true
-}
-
 /// A shared atomic counter that escaping closures can capture.
 final class Counter: Sendable {
   private let count = Atomic<Int>(0)

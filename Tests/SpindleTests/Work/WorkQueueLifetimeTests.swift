@@ -10,17 +10,6 @@ final class Token: Sendable {
   init(_ id: Int = 0) { self.id = id }
 }
 
-/// Polls `condition` until it holds or `seconds` pass (releases can trail completion by a moment when a
-/// Task or a Dispatch block still holds its closure).
-func eventually(within seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-  let deadline = ContinuousClock.now + .seconds(seconds)
-  while ContinuousClock.now < deadline {
-    if condition() { return true }
-    try? await Task.sleep(for: .milliseconds(1))
-  }
-  return condition()
-}
-
 @Suite("WorkQueue lifetime and races")
 struct WorkQueueLifetimeTests {
   @Test("finished work releases its body and its captures")
