@@ -21,7 +21,7 @@ import TiltShift
     try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
   }
 
-  @Test func mixedFolderProcessesGoodFilesAndReportsEachBadOne() throws {
+  @Test func mixedFolderProcessesGoodFilesAndReportsEachBadOne() async throws {
     let root = try CLI.temporaryFolder()
     let inputs = root.appendingPathComponent("in")
     let outputs = root.appendingPathComponent("out")
@@ -35,7 +35,7 @@ import TiltShift
     try Data().write(to: inputs.appendingPathComponent("empty.jpg"))
     try Data("notes".utf8).write(to: inputs.appendingPathComponent("readme.txt"))
 
-    let result = try CLI.run(["tiltshift", inputs.path, "-o", outputs.path, "--radius", "4"])
+    let result = try await CLI.run(["tiltshift", inputs.path, "-o", outputs.path, "--radius", "4"])
 
     #expect(result.status == 1, "some files failed, so exit 1: \(result.stderr)")
     for bad in ["corrupt.jpg", "text.png", "empty.jpg"] {
@@ -50,26 +50,26 @@ import TiltShift
     #expect(result.stderr.contains("2 written"))
   }
 
-  @Test func refusesToOverwriteInputsOrExistingOutputs() throws {
+  @Test func refusesToOverwriteInputsOrExistingOutputs() async throws {
     let root = try CLI.temporaryFolder()
     let photo = root.appendingPathComponent("photo.jpg")
     try Self.writePhoto(photo, seed: 4)
     let before = try Data(contentsOf: photo)
 
-    let sameName = try CLI.run(["tiltshift", photo.path, "-o", root.path, "--suffix", ""])
+    let sameName = try await CLI.run(["tiltshift", photo.path, "-o", root.path, "--suffix", ""])
     #expect(sameName.status == 1)
     #expect(sameName.stderr.contains("would overwrite an input"))
     #expect(try Data(contentsOf: photo) == before, "the input is untouched")
 
     let out = root.appendingPathComponent("out")
-    #expect(try CLI.run(["tiltshift", photo.path, "-o", out.path]).status == 0)
-    let again = try CLI.run(["tiltshift", photo.path, "-o", out.path])
+    #expect(try await CLI.run(["tiltshift", photo.path, "-o", out.path]).status == 0)
+    let again = try await CLI.run(["tiltshift", photo.path, "-o", out.path])
     #expect(again.status == 1)
     #expect(again.stderr.contains("--overwrite"))
-    #expect(try CLI.run(["tiltshift", photo.path, "-o", out.path, "--overwrite"]).status == 0)
+    #expect(try await CLI.run(["tiltshift", photo.path, "-o", out.path, "--overwrite"]).status == 0)
   }
 
-  @Test func shardsAreDisjointAndCoverTheInput() throws {
+  @Test func shardsAreDisjointAndCoverTheInput() async throws {
     let root = try CLI.temporaryFolder()
     let inputs = root.appendingPathComponent("in")
     try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
@@ -80,7 +80,7 @@ import TiltShift
     var seen: [String] = []
     for shard in 1...3 {
       let out = root.appendingPathComponent("out\(shard)")
-      let result = try CLI.run(["tiltshift", inputs.path, "-o", out.path, "--shard", "\(shard)/3", "--json"])
+      let result = try await CLI.run(["tiltshift", inputs.path, "-o", out.path, "--shard", "\(shard)/3", "--json"])
       #expect(result.status == 0, "\(result.stderr)")
       let object = try #require(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
       let files = try #require(object["files"] as? [[String: Any]])
@@ -90,7 +90,7 @@ import TiltShift
     #expect(seen.sorted() == names.sorted(), "every input exactly once across the shards: \(seen)")
   }
 
-  @Test func badUsageExitsTwoWithUsage() throws {
+  @Test func badUsageExitsTwoWithUsage() async throws {
     let cases: [([String], String)] = [
       (["tiltshift", "x.jpg"], "--output"),
       (["tiltshift", "x.jpg", "-o", "/tmp/x", "--radius", "abc"], "--radius"),
@@ -103,28 +103,28 @@ import TiltShift
       (["demo", "--size", "3x3"], "--size"),
     ]
     for (arguments, mention) in cases {
-      let result = try CLI.run(arguments)
+      let result = try await CLI.run(arguments)
       #expect(result.status == 2, "\(arguments) should be bad usage")
       #expect(result.stderr.contains(mention), "\(arguments): error should name \(mention): \(result.stderr)")
       #expect(result.stderr.contains("USAGE:"), "\(arguments): usage shown")
     }
   }
 
-  @Test func helpAndVersion() throws {
-    let help = try CLI.run(["--help"])
+  @Test func helpAndVersion() async throws {
+    let help = try await CLI.run(["--help"])
     #expect(help.status == 0)
     for subcommand in ["demo", "tiltshift", "tour", "bench"] { #expect(help.stdout.contains(subcommand)) }
     for subcommand in ["demo", "tiltshift", "tour", "bench"] {
-      let result = try CLI.run([subcommand, "--help"])
+      let result = try await CLI.run([subcommand, "--help"])
       #expect(result.status == 0)
       #expect(result.stdout.contains("USAGE: spindle \(subcommand)"))
     }
-    let version = try CLI.run(["--version"])
+    let version = try await CLI.run(["--version"])
     #expect(version.status == 0)
     #expect(version.stdout.split(separator: ".").count == 3)
   }
 
-  @Test func interruptLeavesOnlyCompleteOutputsAndExits130() throws {
+  @Test func interruptLeavesOnlyCompleteOutputsAndExits130() async throws {
     for interrupts in [1, 2] {
       let root = try CLI.temporaryFolder()
       let inputs = root.appendingPathComponent("in")
@@ -140,13 +140,13 @@ import TiltShift
       while Date() < deadline, process.isRunning,
         (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
       {
-        usleep(5_000)
+        try await Task.sleep(for: .milliseconds(5))
       }
       for _ in 0..<interrupts {
         kill(process.processIdentifier, SIGINT)
-        usleep(20_000)
+        try await Task.sleep(for: .milliseconds(20))
       }
-      let result = CLI.wait(process, out, err, timeout: 60)
+      let result = await CLI.wait(process, out, err, timeout: 60)
       #expect(result.status == 130, "interrupted ×\(interrupts): \(result.stderr)")
       let written = try Self.files(in: outputs)
       #expect(written.allSatisfy { !$0.contains(ImageFile.temporaryMarker) }, "no temporary files: \(written)")
@@ -160,9 +160,9 @@ import TiltShift
 }
 
 @Suite struct DemoCommandTests {
-  @Test func demoRunsAndItsOutputsDecode() throws {
+  @Test func demoRunsAndItsOutputsDecode() async throws {
     let root = try CLI.temporaryFolder()
-    let result = try CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200"])
+    let result = try await CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200"])
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout.contains("speed-up"))
     #expect(result.stdout.contains("byte-identical"))
@@ -179,23 +179,23 @@ import TiltShift
 }
 
 @Suite struct TiltShiftPlanningTests {
-  @Test func shardsAgreeOnCollisionsWithInputs() throws {
+  @Test func shardsAgreeOnCollisionsWithInputs() async throws {
     // a-tiltshift.jpg is an input (in shard 1) and the output of a.jpg (in shard 2): no shard may overwrite it.
     let root = try CLI.temporaryFolder()
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a.jpg"), seed: 1, width: 32, height: 24)
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a-tiltshift.jpg"), seed: 2, width: 32, height: 24)
     let before = try Data(contentsOf: root.appendingPathComponent("a-tiltshift.jpg"))
     for shard in ["1/2", "2/2"] {
-      _ = try CLI.run(["tiltshift", root.path, "-o", root.path, "--shard", shard, "--overwrite"])
+      _ = try await CLI.run(["tiltshift", root.path, "-o", root.path, "--shard", shard, "--overwrite"])
     }
     #expect(try Data(contentsOf: root.appendingPathComponent("a-tiltshift.jpg")) == before)
   }
 
-  @Test func sameFormatFollowsTheBytesNotTheName() throws {
+  @Test func sameFormatFollowsTheBytesNotTheName() async throws {
     let root = try CLI.temporaryFolder()
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("fake.png"), seed: 1, width: 32, height: 24)
     let out = root.appendingPathComponent("out")
-    let result = try CLI.run(["tiltshift", root.appendingPathComponent("fake.png").path, "-o", out.path])
+    let result = try await CLI.run(["tiltshift", root.appendingPathComponent("fake.png").path, "-o", out.path])
     #expect(result.status == 0, "\(result.stderr)")
     let written = try TiltShiftCommandTests.files(in: out)
     #expect(written == ["fake-tiltshift.jpg"], "a JPEG named .png is written as .jpg: \(written)")
@@ -203,16 +203,17 @@ import TiltShift
     #expect(ImageFormat(detecting: bytes) == .jpeg)
   }
 
-  @Test func specialFilesAreRejectedNotOpened() throws {
+  @Test func specialFilesAreRejectedNotOpened() async throws {
     let root = try CLI.temporaryFolder()
     let fifo = root.appendingPathComponent("pipe.jpg")
     #expect(mkfifo(fifo.path, 0o600) == 0)
-    let result = try CLI.run(["tiltshift", fifo.path, "-o", root.appendingPathComponent("out").path], timeout: 30)
+    let result = try await CLI.run(
+      ["tiltshift", fifo.path, "-o", root.appendingPathComponent("out").path], timeout: 30)
     #expect(result.status == 1)
     #expect(result.stderr.contains("pipe.jpg: not a regular file"))
   }
 
-  @Test func recursiveRunsMirrorSubfolders() throws {
+  @Test func recursiveRunsMirrorSubfolders() async throws {
     let root = try CLI.temporaryFolder()
     for year in ["2023", "2024"] {
       let folder = root.appendingPathComponent("photos/\(year)")
@@ -221,16 +222,16 @@ import TiltShift
         folder.appendingPathComponent("IMG_0001.jpg"), seed: 1, width: 32, height: 24)
     }
     let out = root.appendingPathComponent("out")
-    let result = try CLI.run(["tiltshift", "-qr", root.appendingPathComponent("photos").path, "-o", out.path])
+    let result = try await CLI.run(["tiltshift", "-qr", root.appendingPathComponent("photos").path, "-o", out.path])
     #expect(result.status == 0, "\(result.stderr)")
     for year in ["2023", "2024"] {
       #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent("\(year)/IMG_0001-tiltshift.jpg").path))
     }
   }
 
-  @Test func anOptionIsNeverTakenAsAValue() throws {
+  @Test func anOptionIsNeverTakenAsAValue() async throws {
     let root = try CLI.temporaryFolder()
-    let result = try CLI.run(["tiltshift", root.path, "-o", "--json"])
+    let result = try await CLI.run(["tiltshift", root.path, "-o", "--json"])
     #expect(result.status == 2)
     #expect(result.stderr.contains("--output needs a value"))
     #expect(result.stderr.contains("See 'spindle tiltshift --help'"))

@@ -45,7 +45,7 @@ func simulateNetworkImageLoadAsync(
 func drain(_ queue: OperationQueue, within seconds: Double = 10) -> Bool {
   let done = DispatchSemaphore(value: 0)
   let box = UncheckedBox(queue)
-  DispatchQueue.global().async {
+  Thread.detachNewThread {
     box.value.waitUntilAllOperationsAreFinished()
     done.signal()
   }
@@ -55,8 +55,9 @@ func drain(_ queue: OperationQueue, within seconds: Double = 10) -> Bool {
 /// Waits for `operation` to finish, at most `seconds`; `false` means it hung.
 func wait(for operation: Operation, within seconds: Double = 10) -> Bool {
   let done = DispatchSemaphore(value: 0)
-  DispatchQueue.global().async {
-    operation.waitUntilFinished()
+  let box = UncheckedBox(operation)
+  Thread.detachNewThread {
+    box.value.waitUntilFinished()
     done.signal()
   }
   return done.wait(timeout: .now() + seconds) == .success
@@ -147,8 +148,22 @@ let stressScale = ProcessInfo.processInfo.environment["SPINDLE_STRESS"] == "1" ?
 /// bodies need), at most `seconds`.
 func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 10) async -> Bool {
   let box = UncheckedBox(queue)
-  return await withCheckedContinuation { continuation in
-    DispatchQueue.global().async { continuation.resume(returning: drain(box.value, within: seconds)) }
+  return await offPool { drain(box.value, within: seconds) }
+}
+
+/// Waits for `operation` to finish from async code, on a thread of its own; `false` means it hung.
+func waitWithoutBlocking(for operation: Operation, within seconds: Double = 10) async -> Bool {
+  let box = UncheckedBox(operation)
+  return await offPool { wait(for: box.value, within: seconds) }
+}
+
+/// Runs a blocking `body` on a thread of its own and suspends until it returns.
+///
+/// Tests never block a cooperative thread: the pool has one thread per core, and tests that block it while
+/// waiting for work that needs it (a `TaskOperation`'s task) deadlock each other when suites run in parallel.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(returning: body()) }
   }
 }
 

@@ -38,27 +38,46 @@ enum CLI {
   }
 
   /// Runs `spindle arguments...` to completion (killing it after `timeout` seconds).
+  ///
+  /// Suspends instead of blocking: the waiting happens on threads of its own, so that end-to-end tests, which
+  /// take seconds, never hold one of Swift's few cooperative threads while other suites run in parallel.
   static func run(
     _ arguments: [String],
     environment: [String: String] = [:],
     timeout: Double = 120
-  ) throws -> CLIResult {
+  ) async throws -> CLIResult {
     let (process, out, err) = try start(arguments, environment: environment)
-    return wait(process, out, err, timeout: timeout)
+    return await wait(process, out, err, timeout: timeout)
   }
 
-  static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) -> CLIResult {
-    // Drain the pipes concurrently so a chatty child never blocks on a full pipe.
-    let group = DispatchGroup()
+  /// Waits for a started process (see ``start(_:environment:)``) without blocking a cooperative thread.
+  static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) async -> CLIResult {
+    await withCheckedContinuation { continuation in
+      Thread.detachNewThread {
+        continuation.resume(returning: waitBlocking(process, out, err, timeout: timeout))
+      }
+    }
+  }
+
+  private static func waitBlocking(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double) -> CLIResult {
+    // Drain both pipes on threads of their own so a chatty child never blocks on a full pipe.
+    let drained = DispatchSemaphore(value: 0)
     nonisolated(unsafe) var stdoutData = Data()
     nonisolated(unsafe) var stderrData = Data()
-    DispatchQueue.global().async(group: group) { stdoutData = out.fileHandleForReading.readDataToEndOfFile() }
-    DispatchQueue.global().async(group: group) { stderrData = err.fileHandleForReading.readDataToEndOfFile() }
+    Thread.detachNewThread {
+      stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+      drained.signal()
+    }
+    Thread.detachNewThread {
+      stderrData = err.fileHandleForReading.readDataToEndOfFile()
+      drained.signal()
+    }
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning, Date() < deadline { usleep(10_000) }
     if process.isRunning { process.terminate() }
     process.waitUntilExit()
-    group.wait()
+    drained.wait()
+    drained.wait()
     return CLIResult(
       status: process.terminationStatus,
       stdout: String(decoding: stdoutData, as: UTF8.self),

@@ -98,7 +98,7 @@ struct WorkQueueSemanticsTests {
       try await Task.sleep(for: .seconds(60))
       return 1
     }
-    await Task.detached { started.wait() }.value
+    await offPool { started.wait() }
     work.cancel()
     await #expect(throws: CancellationError.self) { try await work.value }
     #expect(work.state == .cancelled)
@@ -114,7 +114,7 @@ struct WorkQueueSemanticsTests {
       throw CancellationError()
     }
     let pending = (0..<10).map { i in queue.add(after: running) { $0 + i } }
-    await Task.detached { started.wait() }.value
+    await offPool { started.wait() }
     queue.cancelAll()
     for work in pending { #expect(work.state == .cancelled) }
     await queue.allFinished()
@@ -220,7 +220,7 @@ struct WorkQueueSemanticsTests {
         queue.add { count.add(1, ordering: .relaxed) }
       }
     }
-    await Task.detached { waitForAll(queue) }.value
+    await offPool { waitForAll(queue) }
     #expect(count.load(ordering: .relaxed) == 200)
     #expect(queue.unfinishedCount == 0)
   }
