@@ -1,2 +1,4 @@
 /// Every benchmark suite `spindle bench` knows, in the order it runs them.
-public let allBenchmarkSuites: [BenchmarkSuite] = []
+public let allBenchmarkSuites: [BenchmarkSuite] = [
+  tiltShiftBenchmarkSuite
+]
