@@ -42,30 +42,46 @@ struct TiltShiftBenchmark {
       return path
     }
     let batch = "\(imageCount) × \(String(format: "%.0f", megapixels)) MP"
-    func add(_ scenario: String, _ contender: String, _ sample: Sample, baseline: Bool = false, items: Int? = nil) {
-      report.results.append(
-        BenchmarkResult(
-          scenario: scenario, contender: contender, sample: sample, items: items ?? imageCount, isBaseline: baseline,
-          note: String(format: "%.1f MP/s", Double(items ?? imageCount) * megapixels / sample.median)))
+    func add(_ scenario: String, _ results: [(String, Measured)], items: Int) {
+      for (index, (contender, measured)) in results.enumerated() {
+        let rate = Double(items) * megapixels / measured.wall.median
+        report.results.append(
+          BenchmarkResult(
+            scenario: scenario, contender: contender, sample: measured.wall, items: items, isBaseline: index == 0,
+            note: String(format: "%.1f MP/s, cpu %.2f s", rate, measured.cpu)))
+      }
     }
 
     // Stages, one image at a time.
     let decoder = ImageDecoder()
     let encoder = ImageEncoder(format: .jpeg, jpegQuality: quality)
     let files = try inputs.map { try ImageFile.read($0) }
-    let decode = try measure(runs: runs) { for bytes in files { _ = try decoder.decode(bytes) } }
-    add("decode \(batch)", "libjpeg-turbo (TiltShift)", decode, baseline: true)
+    add(
+      "decode \(batch)",
+      try interleaved([
+        ("libjpeg-turbo (TiltShift)", .inProcess, { for bytes in files { _ = try decoder.decode(bytes) } })
+      ]),
+      items: imageCount)
     let images = try files.map { try decoder.decode($0) }
     let filter = TiltShiftFilter(parameters: parameters)
-    let serial = try measure(runs: runs) { for image in images { _ = filter.apply(to: image, bands: 1) } }
-    let banded = try measure(runs: runs) { for image in images { _ = filter.apply(to: image, bands: bands) } }
-    add("filter \(batch)", "TiltShift, 1 band", serial, baseline: true)
-    add("filter \(batch)", "TiltShift, \(bands) bands", banded)
+    add(
+      "filter \(batch)",
+      try interleaved([
+        ("TiltShift, 1 band", .inProcess, { for image in images { _ = filter.apply(to: image, bands: 1) } }),
+        (
+          "TiltShift, \(bands) bands", .inProcess, { for image in images { _ = filter.apply(to: image, bands: bands) } }
+        ),
+      ]),
+      items: imageCount)
     let filtered = images.map { filter.apply(to: $0) }
-    let encode = try measure(runs: runs) { for image in filtered { _ = try encoder.encode(image) } }
-    add("encode \(batch)", "libjpeg-turbo (TiltShift)", encode, baseline: true)
+    add(
+      "encode \(batch)",
+      try interleaved([
+        ("libjpeg-turbo (TiltShift)", .inProcess, { for image in filtered { _ = try encoder.encode(image) } })
+      ]),
+      items: imageCount)
 
-    // The whole job: file in → file out.
+    // The whole job, file in → file out, against the peers on the same files.
     let outputs = folder + "/out"
     try FileManager.default.createDirectory(atPath: outputs, withIntermediateDirectories: true)
     @Sendable func job(_ index: Int, bands: Int) throws {
@@ -73,56 +89,148 @@ struct TiltShiftBenchmark {
       let bytes = try encoder.encode(filter.apply(to: image, bands: bands))
       try ImageFile.writeAtomically(bytes, to: outputs + "/photo-\(index).jpg")
     }
-    let scenario = "whole job \(batch)"
-    let sequential = try measure(runs: runs) { for index in inputs.indices { try job(index, bands: bands) } }
-    add(scenario, "TiltShift, images in turn, \(bands) bands", sequential, baseline: true)
-    let concurrent = try measure(runs: runs) {
-      try Self.concurrently(inputs.count, width: bands) { try job($0, bands: 1) }
-    }
-    add(scenario, "TiltShift, \(bands) images at once, 1 band", concurrent)
-    let single = try measure(runs: runs) { for index in inputs.indices { try job(index, bands: 1) } }
-    add(scenario, "TiltShift, serial (1 core)", single)
-
-    // Peers, on the same files.
     let mask = folder + "/mask.png"
     try ImageFile.writeAtomically(
       ImageEncoder(format: .png).encode(Self.maskImage(width, height, parameters)), to: mask)
     let peers = PeerTools()
     report.notes.append(contentsOf: peers.notes)
-    if let vips = peers.vips {
-      let sample = try measure(runs: runs) {
-        for (index, input) in inputs.enumerated() {
-          try vipsJob(vips, input, mask, outputs + "/vips-\(index).jpg", folder + "/blur-\(index).v")
-        }
-      }
-      add(scenario, "libvips \(peers.vipsVersion) (CLI: gaussblur + ifthenelse --blend)", sample)
+    let script = folder + "/tiltshift.py"
+    try Data(Self.pyvipsScript.utf8).write(to: URL(fileURLWithPath: script))
+    func pyvips(_ python: String, _ indices: Range<Int>) throws {
+      var arguments = [script, "\(parameters.radius)", "\(quality)", mask]
+      for index in indices { arguments += [inputs[index], outputs + "/pyvips-\(index).jpg"] }
+      try Self.runTool(python, arguments)
     }
-    if let convert = peers.convert {
-      // ImageMagick takes seconds per image: one image, a few runs, compared per image.
-      let one = "one \(String(format: "%.0f", megapixels)) MP image"
-      let mine = try measure(runs: runs) { try job(0, bands: bands) }
-      add(one, "TiltShift, \(bands) bands", mine, baseline: true, items: 1)
-      if let vips = peers.vips {
-        let sample = try measure(runs: runs) {
-          try vipsJob(vips, inputs[0], mask, outputs + "/vips-0.jpg", folder + "/blur-0.v")
+    func vipsCLI(_ vips: String, _ indices: Range<Int>) throws {
+      for index in indices {
+        try vipsJob(vips, inputs[index], mask, outputs + "/vips-\(index).jpg", folder + "/blur-\(index).v")
+      }
+    }
+
+    var whole: [(String, Contender.Kind, () throws -> Void)] = [
+      (
+        "TiltShift, images in turn, \(bands) bands", .inProcess,
+        { for index in inputs.indices { try job(index, bands: bands) } }
+      ),
+      (
+        "TiltShift, \(bands) images at once, 1 band", .inProcess,
+        {
+          try Self.concurrently(inputs.count, width: bands) { try job($0, bands: 1) }
         }
-        add(one, "libvips (CLI)", sample, items: 1)
-      }
-      let sample = try measure(runs: min(runs, 2), warmup: 0) {
-        try Self.runTool(
-          convert,
-          [
-            inputs[0], "(", "+clone", "-blur", "0x\(parameters.radius)", ")", mask, "-composite", "-quality",
-            "\(quality)", outputs + "/magick-0.jpg",
-          ])
-      }
-      add(one, "ImageMagick \(peers.convertVersion) (convert -blur -composite)", sample, items: 1)
+      ),
+      (
+        "TiltShift, serial (1 band, images in turn)", .inProcess,
+        { for index in inputs.indices { try job(index, bands: 1) } }
+      ),
+    ]
+    if let python = peers.pyvips {
+      whole.append(
+        (
+          "libvips \(peers.vipsVersion) (pyvips: gaussblur + ifthenelse blend)", .external,
+          { try pyvips(python, inputs.indices) }
+        ))
+    } else if let vips = peers.vips {
+      whole.append(
+        (
+          "libvips \(peers.vipsVersion) (CLI: gaussblur + ifthenelse --blend)", .external,
+          { try vipsCLI(vips, inputs.indices) }
+        ))
+    }
+    add("whole job \(batch)", try interleaved(whole), items: imageCount)
+
+    // One image, with the slow peers: ImageMagick takes many seconds per image.
+    var one: [(String, Contender.Kind, () throws -> Void)] = [
+      ("TiltShift, \(bands) bands", .inProcess, { try job(0, bands: bands) })
+    ]
+    if let python = peers.pyvips { one.append(("libvips (pyvips)", .external, { try pyvips(python, 0..<1) })) }
+    if let vips = peers.vips { one.append(("libvips (CLI, 2 commands)", .external, { try vipsCLI(vips, 0..<1) })) }
+    if let convert = peers.convert {
+      let arguments = [
+        inputs[0], "(", "+clone", "-blur", "0x\(parameters.radius)", ")", mask, "-composite", "-quality", "\(quality)",
+        outputs + "/magick-0.jpg",
+      ]
+      one.append(
+        (
+          "ImageMagick \(peers.convertVersion) (convert -blur -composite)", .external,
+          { try Self.runTool(convert, arguments) }
+        ))
+    }
+    if one.count > 1 {
+      add("one \(String(format: "%.0f", megapixels)) MP image", try interleaved(one, runs: min(runs, 3)), items: 1)
     }
     report.notes.append(
       "radius \(parameters.radius) (box width \(parameters.boxWidth)), band \(parameters.clearBand), JPEG quality "
         + "\(quality); \(ProcessInfo.processInfo.activeProcessorCount) cores; photos made procedurally")
+    report.notes.append(
+      "contenders run interleaved (one run of each in turn) so load changes hit all alike; cpu = median CPU "
+        + "seconds per run (user + system, children's for external tools), steadier than wall time on a busy machine")
     return report
   }
+
+  /// A measured contender: wall-time statistics and the median CPU seconds per run.
+  struct Measured {
+    var wall: Sample
+    var cpu: Double
+  }
+
+  enum Contender {
+    /// Where a contender's CPU time is counted.
+    enum Kind {
+      case inProcess
+      case external
+    }
+  }
+
+  /// Runs every contender once per round, `runs` rounds after one warm-up round, and returns each one's timings.
+  private func interleaved(
+    _ contenders: [(String, Contender.Kind, () throws -> Void)], runs: Int? = nil
+  ) throws -> [(String, Measured)] {
+    let rounds = runs ?? self.runs
+    var walls = Array(repeating: [Double](), count: contenders.count)
+    var cpus = Array(repeating: [Double](), count: contenders.count)
+    let clock = ContinuousClock()
+    for round in -1..<rounds {
+      for (index, contender) in contenders.enumerated() {
+        let cpuStart = Self.cpuSeconds(contender.1)
+        let start = clock.now
+        try contender.2()
+        let wall = (clock.now - start).seconds
+        let cpu = Self.cpuSeconds(contender.1) - cpuStart
+        if round >= 0 {
+          walls[index].append(wall)
+          cpus[index].append(cpu)
+        }
+      }
+    }
+    return contenders.indices.map { index in
+      (contenders[index].0, Measured(wall: Sample(walls[index]), cpu: Sample(cpus[index]).median))
+    }
+  }
+
+  /// User + system CPU seconds of this process, or of its finished children.
+  private static func cpuSeconds(_ kind: Contender.Kind) -> Double {
+    var usage = rusage()
+    #if os(Linux)
+      getrusage(kind == .inProcess ? RUSAGE_SELF.rawValue : RUSAGE_CHILDREN.rawValue, &usage)
+    #else
+      getrusage(kind == .inProcess ? RUSAGE_SELF : RUSAGE_CHILDREN, &usage)
+    #endif
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+  }
+
+  /// The libvips job in one Python process: load, Gaussian blur, blend through the mask, save.
+  static let pyvipsScript = """
+    import sys
+    import pyvips
+    sigma, quality, mask_path = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    mask = pyvips.Image.new_from_file(mask_path)
+    pairs = sys.argv[4:]
+    for source, target in zip(pairs[0::2], pairs[1::2]):
+        image = pyvips.Image.new_from_file(source, access="sequential")
+        blurred = image.gaussblur(sigma)
+        mask.ifthenelse(blurred, image, blend=True).write_to_file(target, Q=quality)
+    """
 
   /// The libvips job for one file: Gaussian blur to a temporary `.v` file, then a mask blend.
   private func vipsJob(_ vips: String, _ input: String, _ mask: String, _ output: String, _ blur: String) throws {
@@ -229,6 +337,8 @@ struct PeerTools {
   var vipsVersion = ""
   var convert: String?
   var convertVersion = ""
+  /// A Python that can `import pyvips`.
+  var pyvips: String?
   var notes: [String] = []
 
   init() {
@@ -249,6 +359,13 @@ struct PeerTools {
           convertVersion = version.split(separator: " ").dropFirst(2).first.map(String.init) ?? ""
         }
       }
+    }
+    for folder in path where pyvips == nil {
+      let candidate = folder + "/python3"
+      if Self.version(candidate, ["-c", "import pyvips; print(pyvips.__version__)"]) != nil { pyvips = candidate }
+    }
+    if vips != nil && pyvips == nil {
+      notes.append("libvips measured through its CLI (2 commands and a temporary .v file per image): no pyvips")
     }
     if vips == nil { notes.append("libvips skipped: no `vips` command (apt-get install libvips-tools)") }
     if convert == nil { notes.append("ImageMagick skipped: no real `convert` command (apt-get install imagemagick)") }

@@ -99,6 +99,15 @@ struct TiltShiftFilterTests {
     #expect(serial.pixels != image.pixels)
   }
 
+  @Test func tinyImagesMatchTheReference() throws {
+    let parameters = try TiltShiftParameters(radius: 4)
+    for (width, height, layout) in [(1, 1, Image.Layout.rgb), (1, 9, .gray), (9, 1, .rgba), (2, 2, .grayAlpha)] {
+      let image = TestImages.noise(width: width, height: height, layout: layout)
+      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 4)
+      #expect(output.pixels == referenceTiltShift(image, parameters), "\(width)x\(height)")
+    }
+  }
+
   @Test func aFlatImageStaysFlat() {
     for layout in Image.Layout.allCases {
       let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)
