@@ -66,7 +66,7 @@ private func referenceTiltShift(_ image: Image, _ parameters: TiltShiftParameter
 
 @Suite("TiltShift filter")
 struct TiltShiftFilterTests {
-  @Test(arguments: [0.5, 1, 2.5, 6, 20])
+  @Test(arguments: [0.5, 1, 2.5, 6, 20, 150])
   func matchesTheReference(radius: Double) throws {
     let parameters = try TiltShiftParameters(radius: radius)
     for (width, height, layout) in [(37, 23, Image.Layout.rgb), (19, 41, .rgba), (13, 7, .gray), (5, 64, .grayAlpha)] {
@@ -182,6 +182,9 @@ struct TiltShiftFilterTests {
       #expect(mismatches == 0, "box width \(width)")
     }
     #expect(try TiltShiftParameters(radius: TiltShiftParameters.maximumRadius).boxWidth <= BoxKernel.maximumWidth)
+    // The 16-bit vertical path covers the usual radii; wider boxes take the 32-bit path (radius 150 above).
+    #expect(BoxKernel.narrowReciprocal(35) != nil)
+    #expect(BoxKernel.narrowReciprocal(283) == nil)
     for a in stride(from: 0, through: 255, by: 5) {
       for b in stride(from: 0, through: 255, by: 3) {
         for w in [0, 1, 127, 128, 254, 255] {

@@ -14,6 +14,9 @@ struct BoxKernel {
   let radius: Int
   private let multiplier: UInt64
   private let rounding: UInt32
+  /// For narrow boxes, a 16-bit reciprocal (`(sum + radius) · multiplier >> 16 >> shift`), checked exact
+  /// for every possible sum when the kernel is made; nil when no 16-bit reciprocal is exact.
+  private let narrow: (multiplier: UInt32, shift: UInt16)?
 
   init(width: Int) {
     precondition(width >= 1 && width % 2 == 1 && width <= Self.maximumWidth, "box width must be odd in 1...4095")
@@ -21,6 +24,25 @@ struct BoxKernel {
     self.radius = width / 2
     self.multiplier = ((1 << 32) + UInt64(width) - 1) / UInt64(width)
     self.rounding = UInt32(width / 2)
+    self.narrow = Self.narrowReciprocal(width)
+  }
+
+  /// A 16-bit multiplier and shift that divide every `sum + radius` (sum ≤ 255 · width) by `width` exactly.
+  static func narrowReciprocal(_ width: Int) -> (multiplier: UInt32, shift: UInt16)? {
+    let radius = width / 2
+    let largest = 255 * width + radius
+    guard largest <= Int(UInt16.max) else { return nil }
+    for shift in 0..<16 {
+      let multiplier = ((1 << (16 + shift)) + width - 1) / width
+      guard multiplier <= Int(UInt16.max) else { return nil }
+      var exact = true
+      for value in 0...largest where (value * multiplier) >> (16 + shift) != value / width {
+        exact = false
+        break
+      }
+      if exact { return (UInt32(multiplier), UInt16(shift)) }
+    }
+    return nil
   }
 
   /// The rounded mean of a window whose samples sum to `sum`.
@@ -127,8 +149,15 @@ struct BoxKernel {
   /// every memory access is a contiguous run of a row. Reads source rows `rows` ± `radius` (clamped).
   func blurColumns(
     _ source: UnsafePointer<UInt8>, _ destination: UnsafeMutablePointer<UInt8>, rowBytes: Int, height: Int,
-    columns: Range<Int>, rows: Range<Int>, sums: UnsafeMutablePointer<UInt32>
+    columns: Range<Int>, rows: Range<Int>, sums: UnsafeMutableRawPointer
   ) {
+    if let narrow {
+      blurColumnsNarrow(
+        source, destination, rowBytes: rowBytes, height: height, columns: columns, rows: rows,
+        sums: sums.bindMemory(to: UInt16.self, capacity: columns.count), multiplier: narrow.multiplier, shift: narrow.shift)
+      return
+    }
+    let sums = sums.bindMemory(to: UInt32.self, capacity: columns.count)
     let count = columns.count
     let last = height - 1
     let source = source + columns.lowerBound
@@ -146,6 +175,34 @@ struct BoxKernel {
         let sum = sums[j]
         output[j] = average(sum)
         sums[j] = sum &+ UInt32(entering[j]) &- UInt32(leaving[j])
+      }
+    }
+  }
+
+  /// ``blurColumns(_:_:rowBytes:height:columns:rows:sums:)`` with 16-bit sums (twice the SIMD lanes).
+  private func blurColumnsNarrow(
+    _ source: UnsafePointer<UInt8>, _ destination: UnsafeMutablePointer<UInt8>, rowBytes: Int, height: Int,
+    columns: Range<Int>, rows: Range<Int>, sums: UnsafeMutablePointer<UInt16>, multiplier: UInt32, shift: UInt16
+  ) {
+    let count = columns.count
+    let last = height - 1
+    let source = source + columns.lowerBound
+    let destination = destination + columns.lowerBound
+    let rounding = UInt16(radius)
+    sums.update(repeating: 0, count: count)
+    for offset in -radius...radius {
+      let row = source + min(max(rows.lowerBound + offset, 0), last) * rowBytes
+      for j in 0..<count { sums[j] &+= UInt16(row[j]) }
+    }
+    for y in rows {
+      let output = destination + y * rowBytes
+      let entering = source + min(y + radius + 1, last) * rowBytes
+      let leaving = source + max(y - radius, 0) * rowBytes
+      for j in 0..<count {
+        let sum = sums[j]
+        let high = UInt16(truncatingIfNeeded: (UInt32(sum &+ rounding) &* multiplier) &>> 16)
+        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
+        sums[j] = sum &+ UInt16(entering[j]) &- UInt16(leaving[j])
       }
     }
   }

@@ -155,7 +155,8 @@ struct TiltShiftPlan {
       let start = min(rowBytes, lines * piece / pieces * 64)
       let end = piece == pieces - 1 ? rowBytes : min(rowBytes, lines * (piece + 1) / pieces * 64)
       guard start < end else { return }
-      let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: Self.runBytes)
+      let sums = UnsafeMutableRawPointer.allocate(
+        byteCount: Self.runBytes * MemoryLayout<UInt32>.stride, alignment: MemoryLayout<UInt32>.alignment)
       defer { sums.deallocate() }
       var runStart = start
       while runStart < end {
