@@ -106,6 +106,16 @@ struct CodecTests {
     #expect(hasMarker(progressive, 0xC2) && !hasMarker(baseline, 0xC2))
   }
 
+  @Test func adobeCMYKJPEGIsConvertedToRGB() throws {
+    let image = try decoder.decode(CMYKSample.bytes)
+    #expect(image.layout == .rgb && image.width == 16 && image.height == 8)
+    func near(_ pixel: ArraySlice<UInt8>, _ expected: [Int]) -> Bool {
+      zip(pixel, expected).allSatisfy { abs(Int($0) - $1) <= 12 }
+    }
+    #expect(near(image[2, 4], [255, 0, 0]), "\(Array(image[2, 4]))")
+    #expect(near(image[13, 4], [0, 0, 255]), "\(Array(image[13, 4]))")
+  }
+
   @Test func jpegDropsAlpha() throws {
     let image = TestImages.picture(width: 20, height: 10, layout: .rgba)
     let decoded = try decoder.decode(try ImageEncoder(format: .jpeg).encode(image))

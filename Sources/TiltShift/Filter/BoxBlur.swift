@@ -154,7 +154,8 @@ struct BoxKernel {
     if let narrow {
       blurColumnsNarrow(
         source, destination, rowBytes: rowBytes, height: height, columns: columns, rows: rows,
-        sums: sums.bindMemory(to: UInt16.self, capacity: columns.count), multiplier: narrow.multiplier, shift: narrow.shift)
+        sums: sums.bindMemory(to: UInt16.self, capacity: columns.count), multiplier: narrow.multiplier,
+        shift: narrow.shift)
       return
     }
     let sums = sums.bindMemory(to: UInt32.self, capacity: columns.count)

@@ -38,8 +38,12 @@ public struct TiltShiftFilter: Sendable {
 
   /// Returns the filtered image; `image` is unchanged. Same size, layout and EXIF as the input.
   ///
-  /// - Parameter bands: how many pieces each phase is split into to run concurrently (1 = serial).
-  ///   The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  /// The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  ///
+  /// - Parameters:
+  ///   - image: The picture to filter.
+  ///   - bands: How many pieces each phase is split into to run concurrently (1 = serial, on the
+  ///     calling thread). The output is the same for every band count.
   public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
     let box = parameters.boxWidth
     guard box > 1 else { return image }
