@@ -2,6 +2,12 @@ import Testing
 
 @testable import TiltShift
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 private func meanAbsoluteError(_ a: [UInt8], _ b: [UInt8]) -> Double {
   zip(a, b).reduce(0.0) { $0 + Double(abs(Int($1.0) - Int($1.1))) } / Double(max(1, a.count))
 }
@@ -194,6 +200,26 @@ struct CodecTests {
       #expect(error.path == text)
       #expect(error.description == "\(text): not a JPEG or PNG image")
     }
+  }
+
+  @Test func recoverableDamageDecodesSilently() async throws {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      let decoder = ImageDecoder()
+      // A text chunk with a broken CRC: libpng warns and skips it.
+      var text = TestImages.chunk("tEXt", Array("Comment\u{0}hello".utf8))
+      text[text.count - 1] ^= 0xFF
+      let png = TestImages.png(width: 2, height: 1, bitDepth: 8, colorType: 0, rows: [[7, 9]], before: [("tEXt", [])])
+      let patched = Array(png.prefix(33)) + text + Array(png.dropFirst(33 + 12))
+      guard (try? decoder.decode(patched))?.pixels == [7, 9] else { exit(1) }
+      // Stray bytes before a JPEG marker: libjpeg warns ("extraneous bytes") and carries on.
+      var jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 16, height: 16, layout: .rgb))
+      guard let sos = zip(jpeg.indices, jpeg.dropFirst()).first(where: { jpeg[$0.0] == 0xFF && $0.1 == 0xDA })?.0 else {
+        exit(2)
+      }
+      jpeg.insert(contentsOf: [0x12, 0x34, 0x56], at: sos)
+      guard (try? decoder.decode(jpeg))?.width == 16 else { exit(3) }
+    }
+    #expect(result?.standardErrorContent.isEmpty == true)
   }
 
   @Test func pixelLimitRefusesBeforeAllocating() throws {
