@@ -222,6 +222,27 @@ struct CodecTests {
     #expect(result?.standardErrorContent.isEmpty == true)
   }
 
+  @Test func scanBombIsRefused() throws {
+    // A progressive JPEG whose last scan is repeated 1,100 times: each repeat is another full pass.
+    let jpeg = try ImageEncoder(format: .jpeg, jpegProgressive: true).encode(
+      TestImages.picture(width: 8, height: 8, layout: .gray))
+    let lastScan = try #require(jpeg.indices.dropLast().last { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA })
+    let scan = jpeg[lastScan..<(jpeg.count - 2)]
+    var bomb = Array(jpeg[..<lastScan])
+    for _ in 0..<1100 { bomb += scan }
+    bomb += [0xFF, 0xD9]
+    let kind = caughtKind { _ = try decoder.decode(bomb) }
+    guard case .corruptData(.jpeg, let message)? = kind else {
+      Issue.record("expected corrupt JPEG data, got \(String(describing: kind))")
+      return
+    }
+    #expect(message.contains("progressive scans"), "\(message)")
+    var fine = Array(jpeg[..<lastScan])
+    for _ in 0..<20 { fine += scan }
+    fine += [0xFF, 0xD9]
+    #expect(try decoder.decode(fine).width == 8)
+  }
+
   @Test func pixelLimitRefusesBeforeAllocating() throws {
     // Headers claiming 60000 x 60000 = 3.6 gigapixels (10.8 GB of RGB) with almost no data behind them.
     let png = TestImages.png(width: 60000, height: 60000, bitDepth: 8, colorType: 2, rows: [])
