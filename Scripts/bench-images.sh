@@ -6,8 +6,9 @@
 # Installs the peers with apt when they are missing (never on CI: set CI=1 or pass --no-install to skip),
 # builds `spindle` in release mode and runs its `tiltshift` benchmark suite, which makes the images in a
 # temporary folder, measures decode / filter (1 band vs all cores) / encode / the whole job, then runs
-#   vips gaussblur IN BLUR.v SIGMA && vips ifthenelse MASK.png BLUR.v IN OUT.jpg[Q=90] --blend
-#   convert IN ( +clone -blur 0xSIGMA ) MASK.png -composite -quality 90 OUT.jpg
+#   libvips: gaussblur + ifthenelse blend through the mask, in one Python process when `import pyvips`
+#            works (pip install pyvips), else `vips gaussblur` then `vips ifthenelse --blend` per file
+#   ImageMagick: convert IN ( +clone -blur 0xSIGMA ) MASK.png -composite -quality 90 OUT.jpg
 # on the same files in the same run. A peer that is not installed is skipped with a note.
 set -euo pipefail
 
@@ -20,7 +21,7 @@ for argument in "$@"; do
     --quick) quick="--quick" ;;
     --no-install) install=0 ;;
     -h | --help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
