@@ -21,7 +21,7 @@ for argument in "$@"; do
     --quick) quick="--quick" ;;
     --no-install) install=0 ;;
     -h | --help)
-      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
