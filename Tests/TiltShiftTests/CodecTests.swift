@@ -266,6 +266,22 @@ struct CodecTests {
     #expect(try ImageDecoder(maxPixels: 64).decode(eightByEight).pixelCount == 64)
   }
 
+  @Test func infoReadsOnlyTheHeader() throws {
+    let png = try ImageEncoder(format: .png).encode(TestImages.noise(width: 7, height: 5, layout: .grayAlpha))
+    #expect(try decoder.info(png) == ImageInfo(format: .png, width: 7, height: 5, layout: .grayAlpha))
+    let jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 9, height: 4, layout: .rgba))
+    let info = try decoder.info(jpeg)
+    #expect(info == ImageInfo(format: .jpeg, width: 9, height: 4, layout: .rgb))
+    #expect(info.decodedByteCount == 108)
+    // A header promising far more pixels than it carries: info answers, decoding fails.
+    let hollow = TestImages.png(width: 3000, height: 2000, bitDepth: 8, colorType: 6, rows: [])
+    #expect(try decoder.info(hollow).decodedByteCount == 24_000_000)
+    #expect(isCorrupt(caughtKind { _ = try decoder.decode(hollow) }, .png))
+    #expect(
+      caughtKind { _ = try ImageDecoder(maxPixels: 10).info(png) } == .tooManyPixels(width: 7, height: 5, limit: 10))
+    #expect(caughtKind { _ = try decoder.info(Array("GIF89a".utf8)) } == .notAnImage)
+  }
+
   @Test func formatComesFromMagicBytesNotTheName() throws {
     let folder = try TemporaryFolder()
     let path = folder.path + "/really-a-png.jpg"
