@@ -47,9 +47,14 @@ static void spindle_install_errors(spindle_error_manager *manager) {
   manager->warning_code = -1;
 }
 
+/// Progressive JPEGs may hold any number of scans, each a full pass over the image; a hostile file
+/// with thousands of tiny scans costs minutes of CPU. libjpeg-turbo's advice is to cap them.
+#define SPINDLE_JPEG_MAX_SCANS 1000
+
 struct spindle_jpeg_decoder {
   struct jpeg_decompress_struct info;
   spindle_error_manager errors;
+  struct jpeg_progress_mgr progress;
   const uint8_t *data;
   size_t length;
   int stage;  // 0 created, 1 header read, 2 started, 3 done, -1 failed
@@ -59,6 +64,16 @@ struct spindle_jpeg_decoder {
   size_t exif_length;
   char message[JMSG_LENGTH_MAX + 64];
 };
+
+static void spindle_scan_limit(j_common_ptr cinfo) {
+  j_decompress_ptr info = (j_decompress_ptr)cinfo;
+  if (info->input_scan_number > SPINDLE_JPEG_MAX_SCANS) {
+    spindle_error_manager *manager = (spindle_error_manager *)cinfo->err;
+    snprintf(manager->message, sizeof manager->message, "more than %d progressive scans (refused as a decompression bomb)",
+             SPINDLE_JPEG_MAX_SCANS);
+    longjmp(manager->jump, 1);
+  }
+}
 
 spindle_jpeg_decoder *spindle_jpeg_decoder_create(const uint8_t *data, size_t length) {
   spindle_jpeg_decoder *decoder = calloc(1, sizeof(spindle_jpeg_decoder));
@@ -72,6 +87,8 @@ spindle_jpeg_decoder *spindle_jpeg_decoder_create(const uint8_t *data, size_t le
     return NULL;
   }
   jpeg_create_decompress(&decoder->info);
+  decoder->progress.progress_monitor = spindle_scan_limit;
+  decoder->info.progress = &decoder->progress;
   return decoder;
 }
 

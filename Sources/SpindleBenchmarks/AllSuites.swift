@@ -4,5 +4,6 @@ public let allBenchmarkSuites: [BenchmarkSuite] = [
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,
   queueBenchmarkSuite,
+  tiltShiftBenchmarkSuite,
   workQueueBenchmarkSuite,
 ]

@@ -2,6 +2,12 @@ import Testing
 
 @testable import TiltShift
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 private func meanAbsoluteError(_ a: [UInt8], _ b: [UInt8]) -> Double {
   zip(a, b).reduce(0.0) { $0 + Double(abs(Int($1.0) - Int($1.1))) } / Double(max(1, a.count))
 }
@@ -106,6 +112,16 @@ struct CodecTests {
     #expect(hasMarker(progressive, 0xC2) && !hasMarker(baseline, 0xC2))
   }
 
+  @Test func adobeCMYKJPEGIsConvertedToRGB() throws {
+    let image = try decoder.decode(CMYKSample.bytes)
+    #expect(image.layout == .rgb && image.width == 16 && image.height == 8)
+    func near(_ pixel: ArraySlice<UInt8>, _ expected: [Int]) -> Bool {
+      zip(pixel, expected).allSatisfy { abs(Int($0) - $1) <= 12 }
+    }
+    #expect(near(image[2, 4], [255, 0, 0]), "\(Array(image[2, 4]))")
+    #expect(near(image[13, 4], [0, 0, 255]), "\(Array(image[13, 4]))")
+  }
+
   @Test func jpegDropsAlpha() throws {
     let image = TestImages.picture(width: 20, height: 10, layout: .rgba)
     let decoded = try decoder.decode(try ImageEncoder(format: .jpeg).encode(image))
@@ -186,6 +202,47 @@ struct CodecTests {
     }
   }
 
+  @Test func recoverableDamageDecodesSilently() async throws {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      let decoder = ImageDecoder()
+      // A text chunk with a broken CRC: libpng warns and skips it.
+      var text = TestImages.chunk("tEXt", Array("Comment\u{0}hello".utf8))
+      text[text.count - 1] ^= 0xFF
+      let png = TestImages.png(width: 2, height: 1, bitDepth: 8, colorType: 0, rows: [[7, 9]], before: [("tEXt", [])])
+      let patched = Array(png.prefix(33)) + text + Array(png.dropFirst(33 + 12))
+      guard (try? decoder.decode(patched))?.pixels == [7, 9] else { exit(1) }
+      // Stray bytes before a JPEG marker: libjpeg warns ("extraneous bytes") and carries on.
+      var jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 16, height: 16, layout: .rgb))
+      guard let sos = zip(jpeg.indices, jpeg.dropFirst()).first(where: { jpeg[$0.0] == 0xFF && $0.1 == 0xDA })?.0 else {
+        exit(2)
+      }
+      jpeg.insert(contentsOf: [0x12, 0x34, 0x56], at: sos)
+      guard (try? decoder.decode(jpeg))?.width == 16 else { exit(3) }
+    }
+    #expect(result?.standardErrorContent.isEmpty == true)
+  }
+
+  @Test func scanBombIsRefused() throws {
+    // A progressive JPEG whose last scan is repeated 1,100 times: each repeat is another full pass.
+    let jpeg = try ImageEncoder(format: .jpeg, jpegProgressive: true).encode(
+      TestImages.picture(width: 8, height: 8, layout: .gray))
+    let lastScan = try #require(jpeg.indices.dropLast().last { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA })
+    let scan = jpeg[lastScan..<(jpeg.count - 2)]
+    var bomb = Array(jpeg[..<lastScan])
+    for _ in 0..<1100 { bomb += scan }
+    bomb += [0xFF, 0xD9]
+    let kind = caughtKind { _ = try decoder.decode(bomb) }
+    guard case .corruptData(.jpeg, let message)? = kind else {
+      Issue.record("expected corrupt JPEG data, got \(String(describing: kind))")
+      return
+    }
+    #expect(message.contains("progressive scans"), "\(message)")
+    var fine = Array(jpeg[..<lastScan])
+    for _ in 0..<20 { fine += scan }
+    fine += [0xFF, 0xD9]
+    #expect(try decoder.decode(fine).width == 8)
+  }
+
   @Test func pixelLimitRefusesBeforeAllocating() throws {
     // Headers claiming 60000 x 60000 = 3.6 gigapixels (10.8 GB of RGB) with almost no data behind them.
     let png = TestImages.png(width: 60000, height: 60000, bitDepth: 8, colorType: 2, rows: [])
@@ -207,6 +264,22 @@ struct CodecTests {
     let eightByEight = try ImageEncoder(format: .png).encode(TestImages.noise(width: 8, height: 8, layout: .gray))
     #expect(caughtKind { _ = try small.decode(eightByEight) } == .tooManyPixels(width: 8, height: 8, limit: 63))
     #expect(try ImageDecoder(maxPixels: 64).decode(eightByEight).pixelCount == 64)
+  }
+
+  @Test func infoReadsOnlyTheHeader() throws {
+    let png = try ImageEncoder(format: .png).encode(TestImages.noise(width: 7, height: 5, layout: .grayAlpha))
+    #expect(try decoder.info(png) == ImageInfo(format: .png, width: 7, height: 5, layout: .grayAlpha))
+    let jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 9, height: 4, layout: .rgba))
+    let info = try decoder.info(jpeg)
+    #expect(info == ImageInfo(format: .jpeg, width: 9, height: 4, layout: .rgb))
+    #expect(info.decodedByteCount == 108)
+    // A header promising far more pixels than it carries: info answers, decoding fails.
+    let hollow = TestImages.png(width: 3000, height: 2000, bitDepth: 8, colorType: 6, rows: [])
+    #expect(try decoder.info(hollow).decodedByteCount == 24_000_000)
+    #expect(isCorrupt(caughtKind { _ = try decoder.decode(hollow) }, .png))
+    #expect(
+      caughtKind { _ = try ImageDecoder(maxPixels: 10).info(png) } == .tooManyPixels(width: 7, height: 5, limit: 10))
+    #expect(caughtKind { _ = try decoder.info(Array("GIF89a".utf8)) } == .notAnImage)
   }
 
   @Test func formatComesFromMagicBytesNotTheName() throws {

@@ -102,6 +102,23 @@ struct ImageFileTests {
     #expect(folder.files() == ["a.jpg"])
   }
 
+  @Test func filesAboveTheSizeLimitAreRefused() throws {
+    let folder = try TemporaryFolder()
+    let path = folder.path + "/big.jpg"
+    try ImageFile.writeAtomically([UInt8](repeating: 1, count: 1000), to: path)
+    #expect(try ImageFile.read(path, maxBytes: 1000).count == 1000)
+    do {
+      _ = try ImageFile.read(path, maxBytes: 999)
+      Issue.record("expected a refusal")
+    } catch {
+      guard case .unreadableFile(let reason) = error.kind else {
+        Issue.record("unexpected \(error)")
+        return
+      }
+      #expect(reason.contains("more than the limit"))
+    }
+  }
+
   @Test func readsLargeFilesWhole() throws {
     let folder = try TemporaryFolder()
     let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }

@@ -53,6 +53,52 @@ public struct ImageDecoder: Sendable {
     return try result.get()
   }
 
+  /// Reads only the header: format, dimensions and the layout a decode would produce.
+  ///
+  /// Cheap (no pixel is decoded), and subject to the same pixel limit, so a pipeline can budget memory
+  /// (`width * height * layout.channels` bytes per decoded image) before decoding anything.
+  public func info(_ bytes: [UInt8]) throws(ImageError) -> ImageInfo {
+    guard !bytes.isEmpty else { throw ImageError(.emptyFile) }
+    guard let format = ImageFormat(detecting: bytes) else { throw ImageError(.notAnImage) }
+    let result: Result<ImageInfo, ImageError> = bytes.withUnsafeBufferPointer { data in
+      var width: Int32 = 0
+      var height: Int32 = 0
+      var channels: Int32 = 0
+      let status: Int32
+      let message: String
+      switch format {
+      case .jpeg:
+        guard let decoder = spindle_jpeg_decoder_create(data.baseAddress, data.count) else {
+          return .failure(ImageError(.corruptData(format: .jpeg, message: "cannot create a decoder (out of memory)")))
+        }
+        defer { spindle_jpeg_decoder_destroy(decoder) }
+        status = spindle_jpeg_decoder_read_header(decoder, UInt64(maxPixels), &width, &height, &channels)
+        message = String(cString: spindle_jpeg_decoder_message(decoder))
+        if status != Int32(SPINDLE_JPEG_OK) && status != Int32(SPINDLE_JPEG_TOO_MANY_PIXELS) {
+          return .failure(jpegError(status, message))
+        }
+      case .png:
+        guard let decoder = spindle_png_decoder_create(data.baseAddress, data.count) else {
+          return .failure(ImageError(.corruptData(format: .png, message: "cannot create a decoder (out of memory)")))
+        }
+        defer { spindle_png_decoder_destroy(decoder) }
+        status = spindle_png_decoder_read_header(decoder, UInt64(maxPixels), &width, &height, &channels)
+        message = String(cString: spindle_png_decoder_message(decoder))
+        if status != Int32(SPINDLE_PNG_OK) && status != Int32(SPINDLE_PNG_TOO_MANY_PIXELS) {
+          return .failure(ImageError(.corruptData(format: .png, message: message)))
+        }
+      }
+      if status != 0 {
+        return .failure(ImageError(.tooManyPixels(width: Int(width), height: Int(height), limit: maxPixels)))
+      }
+      guard let layout = Image.Layout(channels: Int(channels)), width > 0, height > 0 else {
+        return .failure(ImageError(.corruptData(format: format, message: "invalid image dimensions")))
+      }
+      return .success(ImageInfo(format: format, width: Int(width), height: Int(height), layout: layout))
+    }
+    return try result.get()
+  }
+
   private func decodeJPEG(_ data: UnsafeBufferPointer<UInt8>) -> Result<Image, ImageError> {
     guard let decoder = spindle_jpeg_decoder_create(data.baseAddress, data.count) else {
       return .failure(ImageError(.corruptData(format: .jpeg, message: "cannot create a decoder (out of memory)")))
@@ -128,4 +174,19 @@ public struct ImageDecoder: Sendable {
     guard readStatus == Int32(SPINDLE_PNG_OK) else { return .failure(failure()) }
     return .success(Image(width: Int(width), height: Int(height), layout: layout, pixels: pixels))
   }
+}
+
+/// What a file's header says: its format, its size and the layout ``ImageDecoder`` would decode it to.
+public struct ImageInfo: Sendable, Equatable {
+  /// The file format, from the magic bytes.
+  public var format: ImageFormat
+  /// Width in pixels.
+  public var width: Int
+  /// Height in pixels.
+  public var height: Int
+  /// The layout a decode produces (CMYK JPEGs report ``Image/Layout/rgb``).
+  public var layout: Image.Layout
+
+  /// The size in bytes of the decoded pixels: `width * height * layout.channels`.
+  public var decodedByteCount: Int { width * height * layout.channels }
 }

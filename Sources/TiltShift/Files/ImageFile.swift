@@ -24,11 +24,14 @@ public enum ImageFile {
   /// The marker inside every temporary file name.
   public static let temporaryMarker = ".spindle-tmp-"
 
-  /// Reads the whole file at `path`.
+  /// The default largest file ``read(_:maxBytes:)`` accepts: 1 GiB.
+  public static let defaultMaxBytes = 1 << 30
+
+  /// Reads the whole file at `path`, refusing files larger than `maxBytes`.
   ///
-  /// Throws ``ImageError/Kind/unreadableFile(reason:)`` (with the system's message) or
-  /// ``ImageError/Kind/emptyFile``; errors name the file.
-  public static func read(_ path: String) throws(ImageError) -> [UInt8] {
+  /// Throws ``ImageError/Kind/unreadableFile(reason:)`` (with the system's message, or saying the file
+  /// is too large) or ``ImageError/Kind/emptyFile``; errors name the file.
+  public static func read(_ path: String, maxBytes: Int = defaultMaxBytes) throws(ImageError) -> [UInt8] {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw ImageError(.unreadableFile(reason: systemMessage(errno)), path: path) }
     defer { close(fd) }
@@ -37,10 +40,14 @@ public enum ImageFile {
     if (info.st_mode & S_IFMT) == S_IFDIR {
       throw ImageError(.unreadableFile(reason: "is a directory"), path: path)
     }
+    func tooLarge(_ size: Int) -> ImageError {
+      ImageError(.unreadableFile(reason: "file is \(size) bytes, more than the limit of \(maxBytes)"), path: path)
+    }
+    if Int(info.st_size) > maxBytes { throw tooLarge(Int(info.st_size)) }
     var bytes: [UInt8] = []
     var failure: Int32 = 0
     // One read sized from fstat, plus one byte to see end-of-file; files that grow (or pipes) loop on.
-    var chunk = max(Int(info.st_size), 0) + 1
+    var chunk = min(max(Int(info.st_size), 0), maxBytes) + 1
     while true {
       let start = bytes.count
       var got = 0
@@ -59,6 +66,7 @@ public enum ImageFile {
       }
       bytes.removeLast(chunk - got)
       if got < chunk || failure != 0 { break }
+      if bytes.count > maxBytes { throw tooLarge(bytes.count) }
       chunk = max(65536, bytes.count)
     }
     guard failure == 0 else { throw ImageError(.unreadableFile(reason: systemMessage(failure)), path: path) }

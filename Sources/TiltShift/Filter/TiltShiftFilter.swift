@@ -38,8 +38,12 @@ public struct TiltShiftFilter: Sendable {
 
   /// Returns the filtered image; `image` is unchanged. Same size, layout and EXIF as the input.
   ///
-  /// - Parameter bands: how many pieces each phase is split into to run concurrently (1 = serial).
-  ///   The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  /// The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  ///
+  /// - Parameters:
+  ///   - image: The picture to filter.
+  ///   - bands: How many pieces each phase is split into to run concurrently (1 = serial, on the
+  ///     calling thread). The output is the same for every band count.
   public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
     let box = parameters.boxWidth
     guard box > 1 else { return image }
@@ -155,7 +159,8 @@ struct TiltShiftPlan {
       let start = min(rowBytes, lines * piece / pieces * 64)
       let end = piece == pieces - 1 ? rowBytes : min(rowBytes, lines * (piece + 1) / pieces * 64)
       guard start < end else { return }
-      let sums = UnsafeMutablePointer<UInt32>.allocate(capacity: Self.runBytes)
+      let sums = UnsafeMutableRawPointer.allocate(
+        byteCount: Self.runBytes * MemoryLayout<UInt32>.stride, alignment: MemoryLayout<UInt32>.alignment)
       defer { sums.deallocate() }
       var runStart = start
       while runStart < end {
@@ -191,18 +196,18 @@ struct TiltShiftPlan {
     let source = original + y * rowBytes
     let target = output + y * rowBytes
     if let rowWeights {
-      let weight = UInt32(rowWeights[y])
+      let weight = UInt16(rowWeights[y])
       if weight != 255 {
         let keep = 255 - weight
         for x in columns {
-          target[x] = Self.mix(UInt32(source[x]), keep, UInt32(target[x]), weight)
+          target[x] = Self.mix(UInt16(source[x]), keep, UInt16(target[x]), weight)
         }
       }
     } else if let columnWeights {
       columnWeights.withUnsafeBufferPointer { weights in
         for x in columns {
-          let weight = UInt32(weights[x])
-          target[x] = Self.mix(UInt32(source[x]), 255 - weight, UInt32(target[x]), weight)
+          let weight = UInt16(weights[x])
+          target[x] = Self.mix(UInt16(source[x]), 255 - weight, UInt16(target[x]), weight)
         }
       }
     }
@@ -217,7 +222,7 @@ struct TiltShiftPlan {
 
   /// `(a·wa + b·wb) / 255` rounded, for `wa + wb == 255`: exact division by 255 without a divide.
   @inline(__always)
-  static func mix(_ a: UInt32, _ wa: UInt32, _ b: UInt32, _ wb: UInt32) -> UInt8 {
+  static func mix(_ a: UInt16, _ wa: UInt16, _ b: UInt16, _ wb: UInt16) -> UInt8 {
     let x = a &* wa &+ b &* wb &+ 127
     return UInt8(truncatingIfNeeded: (x &+ 1 &+ (x &>> 8)) &>> 8)
   }

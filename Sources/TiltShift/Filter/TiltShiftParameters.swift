@@ -68,6 +68,7 @@ public struct TiltShiftParameters: Sendable, Equatable, CustomStringConvertible 
     return d % 2 == 1 ? d : d + 1
   }
 
+  /// The three settings in words, for logs and `--help` output.
   public var description: String {
     "radius \(radius), clear band \(clearBand.lowerBound)–\(clearBand.upperBound), inner intensity \(innerIntensity)"
   }

@@ -29,6 +29,7 @@ public struct Image: Sendable, Equatable {
     /// The layout with `channels` samples per pixel, or nil outside 1...4.
     public init?(channels: Int) { self.init(rawValue: channels) }
 
+    /// A short name: "gray", "gray+alpha", "RGB" or "RGBA".
     public var description: String {
       switch self {
       case .gray: "gray"

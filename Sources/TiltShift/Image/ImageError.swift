@@ -53,6 +53,7 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     return copy
   }
 
+  /// One line for a user: `PATH: what went wrong`, or just what went wrong when no file is known.
   public var description: String {
     let what: String
     switch kind {

@@ -37,6 +37,7 @@ public enum ImageFormat: String, Sendable, Equatable, CaseIterable, CustomString
     }
   }
 
+  /// The format's usual name: "JPEG" or "PNG".
   public var description: String {
     switch self {
     case .jpeg: "JPEG"
