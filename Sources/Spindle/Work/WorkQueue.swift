@@ -47,7 +47,8 @@ public final class WorkQueue: Sendable {
 
   /// The trace that records every item of this queue, if one was given.
   public let trace: WorkTrace?
-  private let dispatchQueue: DispatchQueue
+  /// Idle serial dispatch queues that run workers, one worker each at a time (see ``startWorker(_:)``).
+  private let lanes = TSanVisibleMutex<[DispatchQueue]>([])
   private let scheduler: PThreadLocked<SchedulerState>
   /// A copy of the scheduler's ready count that idle workers poll without taking the lock.
   private let readyHint = Atomic<Int>(0)
@@ -76,7 +77,6 @@ public final class WorkQueue: Sendable {
     self.maxConcurrent = maxConcurrent
     self.qos = qos
     self.trace = trace
-    self.dispatchQueue = DispatchQueue.global(qos: qos)
     self.scheduler = PThreadLocked(SchedulerState())
     switch qos {
     case .userInteractive, .userInitiated: taskPriority = .high
@@ -176,7 +176,9 @@ public final class WorkQueue: Sendable {
 
   /// The number of bodies running now (including `async` and callback bodies not yet complete).
   public var runningCount: Int {
-    scheduler.withLock { $0.running }
+    // `running` counts slots, and a worker keeps its slot for a moment after its last item (it lingers for
+    // more work); no more bodies can be running than items are unfinished.
+    scheduler.withLock { Swift.min($0.running, $0.unfinished) }
   }
 
   /// The number of work items waiting to run: unfinished and not running.
@@ -240,8 +242,20 @@ public final class WorkQueue: Sendable {
     if start { startWorker(item) }
   }
 
+  /// Runs a worker on a serial dispatch queue of its own ("lane"), taken from a pool and given back after.
+  ///
+  /// Serial queues get threads from Dispatch's overcommitting pool, so a queue of width N really runs N bodies
+  /// at once even when they block (file I/O, a semaphore, `sleep`), and blocked bodies never hold threads of
+  /// the shared global pool that Swift concurrency and other Dispatch work need. The scheduler's slots still
+  /// bound how many workers run, so a queue never uses more than about `maxConcurrent` threads.
   private func startWorker(_ item: AnyWork) {
-    dispatchQueue.async { self.runWorker(item) }
+    let lane =
+      lanes.withLock { $0.popLast() }
+      ?? DispatchQueue(label: "\(name).worker", qos: DispatchQoS(qosClass: qos, relativePriority: 0))
+    lane.async {
+      self.runWorker(item)
+      self.lanes.withLock { $0.append(lane) }
+    }
   }
 
   /// The most ready items a worker takes from the scheduler at once (and the most completed items it
