@@ -122,6 +122,18 @@ struct TiltShiftBenchmark {
         "TiltShift, serial (1 band, images in turn)", .inProcess,
         { for index in inputs.indices { try job(index, bands: 1) } }
       ),
+      (
+        "TiltShiftBatch on WorkQueue (spindle tiltshift)", .inProcess,
+        {
+          let items = inputs.indices.map { BatchItem(input: inputs[$0], output: outputs + "/batch-\($0).jpg") }
+          var configuration = BatchConfiguration(filter: filter, jpegQuality: quality)
+          configuration.replaceExisting = true
+          let summary = TiltShiftBatch(items: items, configuration: configuration).runAndWait()
+          guard summary.progress.succeeded == items.count else {
+            throw BenchmarkToolError(description: "TiltShiftBatch: \(summary.progress.failed) files failed")
+          }
+        }
+      ),
     ]
     if let python = peers.pyvips {
       whole.append(

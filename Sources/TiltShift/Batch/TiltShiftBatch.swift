@@ -194,7 +194,7 @@ public final class TiltShiftBatch: Sendable {
     var reports: [FileReport?]
     var progress: BatchProgress
     var totals = StageTimings()
-    var waiters: [CheckedContinuation<Void, Never>] = []
+    var waiters: [@Sendable () -> Void] = []
     var onFileFinished: @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
     var start = ContinuousClock.now
   }
@@ -234,24 +234,49 @@ public final class TiltShiftBatch: Sendable {
   public func run(
     onFileFinished: @escaping @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
   ) async -> BatchSummary {
-    let start = ContinuousClock.now
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let (first, finished) = state.withLock { state in
-        defer { state.started = true }
-        if !state.finished { state.waiters.append(continuation) }
-        if !state.started {
-          state.onFileFinished = onFileFinished
-          state.start = start
-        }
-        return (!state.started, state.finished)
-      }
-      if finished {
-        continuation.resume()
-      } else if first {
-        bookkeeping.async { [self] in startMore() }
-      }
+      start(onFileFinished: onFileFinished) { continuation.resume() }
     }
-    return state.withLock { state in
+    return summary()
+  }
+
+  /// Runs every file and blocks the calling thread until all have ended; see ``run(onFileFinished:)``.
+  ///
+  /// For synchronous programs and benchmarks. Never call it from a body of the batch's own queues.
+  @available(*, noasync, message: "use run(onFileFinished:) from async code")
+  public func runAndWait(
+    onFileFinished: @escaping @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
+  ) -> BatchSummary {
+    let done = DispatchSemaphore(value: 0)
+    start(onFileFinished: onFileFinished) { done.signal() }
+    done.wait()
+    return summary()
+  }
+
+  /// Starts the batch (once) and calls `whenDone` when every file has ended.
+  private func start(
+    onFileFinished: @escaping @Sendable (FileReport, BatchProgress) -> Void,
+    whenDone: @escaping @Sendable () -> Void
+  ) {
+    let start = ContinuousClock.now
+    let (first, finished) = state.withLock { state in
+      defer { state.started = true }
+      if !state.finished { state.waiters.append(whenDone) }
+      if !state.started {
+        state.onFileFinished = onFileFinished
+        state.start = start
+      }
+      return (!state.started, state.finished)
+    }
+    if finished {
+      whenDone()
+    } else if first {
+      bookkeeping.async { [self] in startMore() }
+    }
+  }
+
+  private func summary() -> BatchSummary {
+    state.withLock { state in
       BatchSummary(
         reports: state.reports.enumerated().map { index, report in
           report ?? FileReport(item: items[index], outcome: .cancelled, timings: StageTimings())
@@ -272,7 +297,7 @@ public final class TiltShiftBatch: Sendable {
       enum Step {
         case start(Int)
         case cancelRest(Range<Int>, BatchProgress)
-        case finish([CheckedContinuation<Void, Never>])
+        case finish([@Sendable () -> Void])
         case wait
       }
       let step: Step = state.withLock { state in
@@ -326,7 +351,7 @@ public final class TiltShiftBatch: Sendable {
           onFileFinished(FileReport(item: items[index], outcome: .cancelled, timings: StageTimings()), progress)
         }
       case .finish(let waiters):
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter() }
         return
       case .wait:
         return
