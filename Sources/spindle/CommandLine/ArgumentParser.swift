@@ -6,6 +6,8 @@ struct OptionSpec {
   var short: Character? = nil
   var valueName: String? = nil
   var help: String
+  /// Shown without brackets in the usage line; the command itself checks that it was given.
+  var isRequired = false
 
   var isFlag: Bool { valueName == nil }
 }
@@ -32,7 +34,8 @@ struct CommandSpec {
     }
     for option in options {
       let flag = option.short.map { "-\($0)" } ?? "--\(option.name)"
-      parts.append(option.valueName.map { "[\(flag) <\($0)>]" } ?? "[\(flag)]")
+      let word = option.valueName.map { "\(flag) <\($0)>" } ?? flag
+      parts.append(option.isRequired ? word : "[\(word)]")
     }
     return "USAGE: " + parts.joined(separator: " ")
   }

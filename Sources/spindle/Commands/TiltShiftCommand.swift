@@ -23,9 +23,13 @@ enum TiltShiftCommand {
       """,
     positionals: [("inputs", "Photos or folders of photos (JPEG, PNG).", true, false)],
     options: [
-      OptionSpec(name: "output", short: "o", valueName: "dir", help: "Folder for the results (created if missing)."),
+      OptionSpec(
+        name: "output", short: "o", valueName: "dir", help: "Folder for the results (created if missing).",
+        isRequired: true),
       OptionSpec(name: "jobs", short: "j", valueName: "n", help: "Files processed at once (default: cores)."),
-      OptionSpec(name: "radius", valueName: "px", help: "Blur radius, as a Gaussian sigma (default 8)."),
+      OptionSpec(
+        name: "radius", valueName: "px",
+        help: "Blur radius, as a Gaussian sigma (default \(Int(TiltShiftParameters.defaultRadius)))."),
       OptionSpec(name: "band", valueName: "a-b", help: "Sharp band as fractions of height (default 0.35-0.65)."),
       OptionSpec(name: "intensity", valueName: "x", help: "Blur at the band edge, 0...1 (default 0.5)."),
       OptionSpec(name: "quality", valueName: "q", help: "JPEG quality 1...100 (default 90)."),
