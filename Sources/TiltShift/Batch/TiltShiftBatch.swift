@@ -157,9 +157,9 @@ public struct BatchSummary: Sendable {
   public var wasCancelled: Bool
 }
 
-/// Runs the tilt-shift pipeline — decode → filter → encode and write — over many files on Spindle's ``WorkQueue``.
+/// Runs the tilt-shift pipeline — decode → filter → encode and write — over many files on Spindle's `WorkQueue`.
 ///
-/// Each file is three ``Work`` items with dependencies: decoding and encoding share a codec queue, filtering
+/// Each file is three `Work` items with dependencies: decoding and encoding share a codec queue, filtering
 /// has a queue of its own, both `jobs` wide. At most ``BatchConfiguration/maxImagesInMemory`` files are past
 /// decoding and not yet written at any time: the next file's work is only added when one completes, so memory
 /// stays bounded whatever the batch size. A file's failure (unreadable, corrupt, too large, not writable) is

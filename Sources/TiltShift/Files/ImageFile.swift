@@ -13,7 +13,7 @@ import Synchronization
 /// writes a temporary file in the destination's folder (named `.NAME.spindle-tmp-XXXXXXXX`), syncs it,
 /// then renames it over the destination. On any failure the temporary file is removed. A process
 /// killed mid-write can leave temporaries behind; ``temporaryFiles(in:)`` and
-/// ``removeTemporaryFiles(in:)`` find and remove them, and ``removeInFlightTemporaryFiles()`` removes
+/// ``removeTemporaryFiles(in:)`` find and remove them, and ``removeInFlightTemporaryFiles(refusingNewOnes:)`` removes
 /// the ones this process is writing right now (for a Ctrl-C handler).
 ///
 /// ```swift
