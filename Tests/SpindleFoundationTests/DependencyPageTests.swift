@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Spindle
 import Testing
 
 @testable import SpindleFoundation
@@ -36,7 +37,7 @@ import Testing
   }
 
   @Test func untypedOperatorOnlyOrders() throws {
-    let order = Protected<[String]>([])
+    let order = Locked<[String]>([])
     let first = BlockOperation { order.withLock { $0.append("first") } }
     let second = BlockOperation { order.withLock { $0.append("second") } }
     let third = ResultBlockOperation { order.withLock { $0.append("third") } }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Spindle
 import Testing
 
 @testable import SpindleFoundation
@@ -120,7 +121,7 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
 @Suite struct NSOperationAsyncPageTests {
   @Test func finishesLateFromAnotherThreadAndStaysExecutingUntilThen() throws {
     let gate = Gate()
-    let mainThreadFinished = Protected<Bool?>(nil)
+    let mainThreadFinished = Locked<Bool?>(nil)
     let operation = ProbeOperation { op in
       DispatchQueue.global().async {
         gate.wait()
@@ -165,7 +166,7 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
   @Test func cancelWhileRunningDoesNotFinishUntilTheBodyDoes() throws {
     let started = Gate()
     let proceed = Gate()
-    let sawCancellation = Protected<Bool?>(nil)
+    let sawCancellation = Locked<Bool?>(nil)
     let operation = ProbeOperation { op in
       DispatchQueue.global().async {
         started.open()

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Spindle
 import Testing
 
 @testable import SpindleFoundation
@@ -31,7 +32,7 @@ final class ImageProvider: Sendable {
 @Suite struct NSOperationInPracticePageTests {
   @Test func providersDeliverUnlessCancelled() throws {
     let names = ["dark_road_small.jpg", "train_day.jpg", "train_dusk.jpg", "train_night.jpg"]
-    let delivered = Protected<[String: Image]>([:])
+    let delivered = Locked<[String: Image]>([:])
     var providers: [(String, ImageProvider)] = []
     for index in 0..<16 {
       let key = "\(index):\(names[index % names.count])"

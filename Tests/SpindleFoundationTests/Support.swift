@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Spindle
 import Synchronization
 import Testing
 
@@ -116,7 +117,7 @@ func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
 
 /// Records misuse reports instead of writing them to standard error.
 final class MisuseLog: Sendable {
-  private let entries = Protected<[AsyncOperation.Misuse]>([])
+  private let entries = Locked<[AsyncOperation.Misuse]>([])
   var all: [AsyncOperation.Misuse] { entries.withLock { $0 } }
   func record(_ misuse: AsyncOperation.Misuse) { entries.withLock { $0.append(misuse) } }
 }

@@ -31,21 +31,3 @@ package struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
     }
   }
 }
-
-/// A shared, lock-protected box: a ``TSanVisibleMutex`` that closures can capture and hand around.
-package final class Locked<Value>: Sendable {
-  @usableFromInline let mutex: TSanVisibleMutex<Value>
-
-  /// Creates a box holding `value`.
-  package init(_ value: sending Value) {
-    mutex = TSanVisibleMutex(value)
-  }
-
-  /// Runs `body` with exclusive access to the value.
-  @inlinable
-  package func withLock<Result, Failure: Error>(
-    _ body: (inout sending Value) throws(Failure) -> sending Result
-  ) throws(Failure) -> sending Result {
-    try mutex.withLock(body)
-  }
-}

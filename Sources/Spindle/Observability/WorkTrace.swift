@@ -23,7 +23,7 @@
 /// Recording costs a clock read and a short lock per item; a queue without a trace pays nothing.
 public final class WorkTrace: Sendable {
   private let origin = ContinuousClock.now
-  private let storage = PThreadLocked(Storage())
+  private let storage = Locked(Storage())
 
   private struct Storage {
     var events: [WorkTraceEvent] = []

@@ -12,38 +12,6 @@ import Synchronization
 // library, which ThreadSanitizer does not see, so every access it protects is reported as a race. The
 // locks below are visible to ThreadSanitizer: one intercepts pthread calls, the other is made of atomics.
 
-/// A value guarded by a pthread mutex (adaptive on glibc: it spins briefly before sleeping).
-final class PThreadLocked<Value>: @unchecked Sendable {
-  // @unchecked Sendable: `value` is only read or written while `mutex` is held.
-  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-  private var value: Value
-
-  init(_ value: Value) {
-    self.value = value
-    mutex = .allocate(capacity: 1)
-    var attributes = pthread_mutexattr_t()
-    pthread_mutexattr_init(&attributes)
-    #if canImport(Glibc)
-      pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-    #endif
-    let status = pthread_mutex_init(mutex, &attributes)
-    pthread_mutexattr_destroy(&attributes)
-    precondition(status == 0, "Spindle: pthread_mutex_init failed with \(status)")
-  }
-
-  deinit {
-    pthread_mutex_destroy(mutex)
-    mutex.deallocate()
-  }
-
-  @inline(__always)
-  func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-    pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
-    return try body(&value)
-  }
-}
-
 /// A one-byte lock for the tiny, rarely contended critical sections of a work item.
 ///
 /// It spins, then yields the processor; never hold it across anything that can block or run user code.

@@ -38,7 +38,7 @@ extension WorkQueue {
   }
 }
 
-private let misuseHandlerStorage = PThreadLocked<@Sendable (String) -> Void>(WorkQueue.standardErrorMisuseHandler)
+private let misuseHandlerStorage = Locked<@Sendable (String) -> Void>(WorkQueue.standardErrorMisuseHandler)
 
 /// Reports a survived programmer error through ``WorkQueue/misuseHandler``.
 func reportMisuse(_ message: String) {

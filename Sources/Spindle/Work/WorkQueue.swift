@@ -49,7 +49,7 @@ public final class WorkQueue: Sendable {
   public let trace: WorkTrace?
   /// Idle serial dispatch queues that run workers, one worker each at a time (see ``startWorker(_:)``).
   private let lanes = TSanVisibleMutex<[DispatchQueue]>([])
-  private let scheduler: PThreadLocked<SchedulerState>
+  private let scheduler: Locked<SchedulerState>
   /// A copy of the scheduler's ready count that idle workers poll without taking the lock.
   private let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's suspended flag that workers poll between items.
@@ -77,7 +77,7 @@ public final class WorkQueue: Sendable {
     self.maxConcurrent = maxConcurrent
     self.qos = qos
     self.trace = trace
-    self.scheduler = PThreadLocked(SchedulerState())
+    self.scheduler = Locked(SchedulerState())
     switch qos {
     case .userInteractive, .userInitiated: taskPriority = .high
     case .utility: taskPriority = .utility

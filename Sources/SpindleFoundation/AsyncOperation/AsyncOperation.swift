@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 
 /// An `Operation` whose work may end after `main()` returns: it is finished only when you call ``finish(file:line:)``.
 ///
@@ -58,7 +59,7 @@ open class AsyncOperation: Operation, @unchecked Sendable {
     public var key: String { "is" + rawValue }
   }
 
-  private let machine = Protected(AsyncOperationStateMachine())
+  private let machine = Locked(AsyncOperationStateMachine())
 
   /// Creates an operation in the ``State/ready`` state.
   public override init() {

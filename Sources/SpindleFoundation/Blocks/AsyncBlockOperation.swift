@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 
 /// An operation that wraps a callback API: its closure starts the work and calls `finish` when it ends.
 ///
@@ -48,11 +49,11 @@ public final class AsyncBlockOperation<Output: Sendable>: ResultOperation<Output
     }
   }
 
-  private let body: Protected<(@Sendable (Completion) -> Void)?>
+  private let body: Locked<(@Sendable (Completion) -> Void)?>
 
   /// Creates an operation whose `body` starts the work and calls the ``Completion`` when it ends.
   public init(_ body: @escaping @Sendable (_ finish: Completion) -> Void) {
-    self.body = Protected(body)
+    self.body = Locked(body)
     super.init()
   }
 

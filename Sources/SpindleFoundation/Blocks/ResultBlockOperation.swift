@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 
 /// An operation that runs a synchronous closure and keeps its typed result: `BlockOperation` with an output.
 ///
@@ -13,11 +14,11 @@ import Foundation
 /// ```
 // `body` (a lock) protects the closure, taken once; the superclasses protect the rest.
 public final class ResultBlockOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
-  private let body: Protected<(@Sendable () throws -> Output)?>
+  private let body: Locked<(@Sendable () throws -> Output)?>
 
   /// Creates an operation that runs `body` once and keeps what it returns or throws.
   public init(_ body: @escaping @Sendable () throws -> Output) {
-    self.body = Protected(body)
+    self.body = Locked(body)
     super.init()
   }
 

@@ -1,3 +1,5 @@
+import Spindle
+
 /// An operation whose body is `async`: it runs as a `Task`, and cancelling the operation cancels the task.
 ///
 /// Use it to put Swift-concurrency work into an existing `OperationQueue` graph. The body's return value
@@ -17,12 +19,12 @@
 /// ```
 // `body` (a lock) protects the closure, taken once; `priority` is immutable; the superclasses protect the rest.
 public final class TaskOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
-  private let body: Protected<(@Sendable () async throws -> Output)?>
+  private let body: Locked<(@Sendable () async throws -> Output)?>
   private let priority: TaskPriority?
 
   /// Creates an operation that runs `body` in a new task of the given priority when started.
   public init(priority: TaskPriority? = nil, _ body: @escaping @Sendable () async throws -> Output) {
-    self.body = Protected(body)
+    self.body = Locked(body)
     self.priority = priority
     super.init()
   }

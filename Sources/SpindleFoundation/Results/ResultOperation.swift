@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 
 /// An ``AsyncOperation`` that produces a typed ``OutputProviding/Output``, or an error.
 ///
@@ -20,7 +21,7 @@ import Foundation
 /// ```
 // `storage` (a lock) protects the result; the superclass protects the life cycle.
 open class ResultOperation<Output: Sendable>: AsyncOperation, OutputProviding, @unchecked Sendable {
-  private let storage = Protected<Result<Output, any Error>?>(nil)
+  private let storage = Locked<Result<Output, any Error>?>(nil)
 
   /// Creates an operation with no result yet.
   public override init() {

@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 
 /// A ``ResultOperation`` that turns a typed input, usually the output of a dependency, into an output.
 ///
@@ -28,7 +29,7 @@ import Foundation
 open class TransformOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, InputConsuming,
   @unchecked Sendable
 {
-  private let source = Protected(InputSource<Input>())
+  private let source = Locked(InputSource<Input>())
   private let body: (@Sendable (Input) throws -> Output)?
 
   /// Creates an operation for a subclass that overrides ``transform(_:)`` or ``main(input:)``.

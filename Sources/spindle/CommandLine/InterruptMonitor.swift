@@ -46,10 +46,4 @@ final class InterruptMonitor: @unchecked Sendable {
   /// Whether a signal has arrived.
   var interrupted: Bool { count.load(ordering: .relaxed) > 0 }
 
-  /// Stops listening and restores the default signal actions.
-  func cancel() {
-    for source in sources { source.cancel() }
-    signal(SIGINT, SIG_DFL)
-    signal(SIGTERM, SIG_DFL)
-  }
 }

@@ -163,7 +163,8 @@ enum TiltShiftCommand {
       progressBar.draw(progress)
     }
     progressBar.clear()
-    monitor.cancel()
+    // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is
+    // printed, must still end with status 130, not kill the process with SIGINT.
     let seconds = (clock.now - start).seconds
     // Anything a cancelled write left behind (there should be none) goes too.
     _ = ImageFile.removeInFlightTemporaryFiles()

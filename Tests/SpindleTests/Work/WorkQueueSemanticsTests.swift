@@ -180,7 +180,7 @@ struct WorkQueueSemanticsTests {
   @Test("priority order with width 1: highest first, first in first out within a priority")
   func priorityOrder() async throws {
     let queue = WorkQueue(name: "priority", maxConcurrent: 1)
-    let order = PThreadLocked<[String]>([])
+    let order = Locked<[String]>([])
     queue.suspend()
     let plan: [(String, WorkPriority)] = [
       ("n1", .normal), ("l1", .low), ("h1", .high), ("n2", .normal), ("vh", .veryHigh),
@@ -290,7 +290,7 @@ final class MisuseRecorder: Sendable {
     return recorder
   }()
 
-  private let storage = PThreadLocked<[String]>([])
+  private let storage = Locked<[String]>([])
 
   func record(_ message: String) { storage.withLock { $0.append(message) } }
 
