@@ -27,6 +27,7 @@ import Spindle
 /// ```
 // `source` (a lock) protects the input source; `body` is immutable; the superclass protects the rest.
 open class TransformOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, InputConsuming,
+  // `source` (a lock) protects the input source; `body` is immutable; the superclass protects the rest.
   @unchecked Sendable
 {
   private let source = Locked(InputSource<Input>())
