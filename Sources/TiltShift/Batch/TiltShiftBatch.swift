@@ -133,6 +133,9 @@ public struct BatchProgress: Sendable {
   public var pixels = 0
   /// Seconds since the batch started.
   public var elapsed: Double = 0
+  /// The most files that were in flight (decoded and not yet written) at once; never above
+  /// ``BatchConfiguration/maxImagesInMemory``.
+  public var peakInFlight = 0
 
   /// Files that ended one way or another.
   public var completed: Int { succeeded + failed + cancelled }
@@ -314,6 +317,7 @@ public final class TiltShiftBatch: Sendable {
         }
         if state.next < items.count, state.inFlight < configuration.maxImagesInMemory {
           state.inFlight += 1
+          state.progress.peakInFlight = Swift.max(state.progress.peakInFlight, state.inFlight)
           state.next += 1
           return .start(state.next - 1)
         }

@@ -1,0 +1,97 @@
+import Foundation
+import Spindle
+import Testing
+
+@testable import TiltShift
+
+@Suite struct TiltShiftBatchTests {
+  static func folder() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("spindle-batch-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+  }
+
+  /// `count` small JPEGs in a fresh folder, and an output path for each.
+  static func items(_ count: Int, in folder: String) throws -> [BatchItem] {
+    try (0..<count).map { index in
+      let input = folder + "/in-\(index).jpg"
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: 64, height: 48)
+      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
+      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
+    }
+  }
+
+  @Test func everyFileEndsAndABadOneNeverStopsTheOthers() async throws {
+    let folder = try Self.folder()
+    var items = try Self.items(6, in: folder)
+    try Data("not an image".utf8).write(to: URL(fileURLWithPath: items[2].input))
+    items[4].input = folder + "/missing.jpg"
+    let reported = Locked<[String]>([])
+    let summary = await TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 2)).run { report, _ in
+      reported.withLock { $0.append(report.item.input) }
+    }
+    #expect(summary.progress.succeeded == 4)
+    #expect(summary.progress.failed == 2)
+    #expect(reported.withLock { $0.count } == 6, "onFileFinished once per file")
+    #expect(summary.reports.map(\.item) == items, "reports in input order")
+    if case .failed(let error) = summary.reports[2].outcome {
+      #expect(error.kind == .notAnImage)
+      #expect(error.description.contains("in-2.jpg"))
+    } else {
+      Issue.record("the text file must fail: \(summary.reports[2].outcome)")
+    }
+    for index in [0, 1, 3, 5] {
+      let image = try ImageDecoder().decode(contentsOf: items[index].output)
+      #expect(image.width == 64)
+    }
+    #expect(!FileManager.default.fileExists(atPath: items[2].output))
+    #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
+  }
+
+  @Test func decodedImagesInMemoryNeverExceedTheWindow() async throws {
+    let folder = try Self.folder()
+    let items = try Self.items(12, in: folder)
+    for window in [1, 3] {
+      let configuration = BatchConfiguration(jobs: 2, maxImagesInMemory: window, replaceExisting: true)
+      let summary = await TiltShiftBatch(items: items, configuration: configuration).run()
+      #expect(summary.progress.succeeded == 12)
+      #expect(summary.progress.peakInFlight <= window, "window \(window): peak \(summary.progress.peakInFlight)")
+      #expect(summary.progress.peakInFlight >= 1)
+    }
+  }
+
+  @Test func cancellingLeavesOnlyCompleteOutputsAndReportsTheRest() async throws {
+    let folder = try Self.folder()
+    let items = try Self.items(30, in: folder)
+    let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
+    let summary = await batch.run { _, progress in
+      if progress.completed == 3 { batch.cancel() }
+    }
+    #expect(summary.wasCancelled)
+    #expect(summary.progress.completed == 30, "every file is accounted for")
+    #expect(summary.progress.cancelled > 0)
+    #expect(summary.progress.succeeded >= 3)
+    for report in summary.reports {
+      let exists = FileManager.default.fileExists(atPath: report.item.output)
+      #expect(exists == report.succeeded, "\(report.item.output): written if and only if it succeeded")
+      if exists { _ = try ImageDecoder().decode(contentsOf: report.item.output) }
+    }
+    #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
+  }
+
+  @Test func aBatchRunsOnceAndASecondRunReturnsTheSameSummary() async throws {
+    let folder = try Self.folder()
+    let batch = TiltShiftBatch(items: try Self.items(3, in: folder))
+    let first = await batch.run()
+    let second = await batch.run()
+    #expect(first.progress.succeeded == 3)
+    #expect(second.progress.succeeded == 3)
+    #expect(second.reports.map(\.item) == first.reports.map(\.item))
+  }
+
+  @Test func anEmptyBatchEndsAtOnce() async {
+    let summary = await TiltShiftBatch(items: []).run()
+    #expect(summary.reports.isEmpty)
+    #expect(summary.progress.completed == 0)
+  }
+}
