@@ -94,4 +94,36 @@ import Testing
     #expect(summary.reports.isEmpty)
     #expect(summary.progress.completed == 0)
   }
+
+  @Test func eventsStreamEveryFileThenTheSummary() async throws {
+    let folder = try Self.folder()
+    let items = try Self.items(4, in: folder)
+    var finished: [String] = []
+    var summary: BatchSummary?
+    for await event in TiltShiftBatch(items: items).events() {
+      #expect(summary == nil, "nothing comes after the summary")
+      switch event {
+      case .fileFinished(let report, let progress):
+        finished.append(report.item.input)
+        #expect(progress.completed == finished.count)
+      case .finished(let last):
+        summary = last
+      }
+    }
+    #expect(finished.sorted() == items.map(\.input).sorted())
+    #expect(summary?.progress.succeeded == 4)
+  }
+
+  @Test func leavingTheEventLoopEarlyCancelsTheBatch() async throws {
+    let folder = try Self.folder()
+    let items = try Self.items(20, in: folder)
+    let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
+    for await event in batch.events() {
+      if case .fileFinished = event { break }
+    }
+    let summary = await batch.run()
+    #expect(summary.wasCancelled)
+    #expect(summary.progress.cancelled > 0)
+    #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
+  }
 }

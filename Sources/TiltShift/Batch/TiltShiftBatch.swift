@@ -148,6 +148,14 @@ public struct BatchProgress: Sendable {
   }
 }
 
+/// What a running batch reports through ``TiltShiftBatch/events()``.
+public enum BatchEvent: Sendable {
+  /// One file ended; the progress includes it.
+  case fileFinished(FileReport, BatchProgress)
+  /// Every file ended; always the last event.
+  case finished(BatchSummary)
+}
+
 /// The end of a batch: every file's report (in input order) and the totals.
 public struct BatchSummary: Sendable {
   /// One report per item, in the order the items were given.
@@ -241,6 +249,30 @@ public final class TiltShiftBatch: Sendable {
       start(onFileFinished: onFileFinished) { continuation.resume() }
     }
     return summary()
+  }
+
+  /// Runs the batch and reports it as a stream: one ``BatchEvent/fileFinished(_:_:)`` per file, then
+  /// ``BatchEvent/finished(_:)``.
+  ///
+  /// The batch starts when this is called. Ending the iteration early (breaking out of the loop, or cancelling
+  /// the task that iterates) cancels the batch, with the guarantees of ``cancel()``.
+  ///
+  /// ```swift
+  /// for await event in batch.events() {
+  ///   if case .fileFinished(let report, let progress) = event { bar.draw(progress) }
+  /// }
+  /// ```
+  public func events() -> AsyncStream<BatchEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: BatchEvent.self)
+    continuation.onTermination = { [self] termination in
+      if case .cancelled = termination { cancel() }
+    }
+    Task {
+      let summary = await run { report, progress in continuation.yield(.fileFinished(report, progress)) }
+      continuation.yield(.finished(summary))
+      continuation.finish()
+    }
+    return stream
   }
 
   /// Runs every file and blocks the calling thread until all have ended; see ``run(onFileFinished:)``.
