@@ -15,7 +15,14 @@
 public struct SamplePhoto: Sendable {
   /// The palette of the scene.
   public enum Light: Int, Sendable, CaseIterable {
-    case day, dusk, night, overcast
+    /// Blue sky, green fields, unlit windows.
+    case day
+    /// A warm sky over darker ground, half the windows lit.
+    case dusk
+    /// A dark sky with a moon, every window lit.
+    case night
+    /// Grey sky, muted colours.
+    case overcast
   }
 
   /// The scene's seed: building layout, hill shapes and light.
