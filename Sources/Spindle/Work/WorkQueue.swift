@@ -174,10 +174,13 @@ public final class WorkQueue: Sendable {
     scheduler.withLock { $0.unfinished }
   }
 
-  /// The number of bodies running now (including `async` and callback bodies not yet complete).
+  /// The number of slots in use: bodies running now (including `async` and callback bodies not yet complete),
+  /// plus workers between two items of a batch. Never above ``maxConcurrent``, never above
+  /// ``unfinishedCount``, and 0 once every item is complete.
+  ///
+  /// Workers are counted by slot, not by body, so that the hot path pays for no per-item counter; a worker
+  /// that just finished its last item can hold its slot a moment longer, hence the bound by the unfinished count.
   public var runningCount: Int {
-    // `running` counts slots, and a worker keeps its slot for a moment after its last item (it lingers for
-    // more work); no more bodies can be running than items are unfinished.
     scheduler.withLock { Swift.min($0.running, $0.unfinished) }
   }
 
