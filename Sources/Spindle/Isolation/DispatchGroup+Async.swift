@@ -28,10 +28,10 @@ extension DispatchGroup {
   /// - Throws: `CancellationError` if the task is cancelled before the group empties (checked on entry too).
   ///   The group's work keeps running; only the wait ends.
   public func waitUnlessCancelled() async throws {
-    let once = OneShotContinuation()
+    let once = OneShotContinuation<Void>()
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-        once.install(continuation)
+        once.arm(continuation)
         notify(queue: .global()) { once.resume(with: .success(())) }
         if Task.isCancelled { once.resume(with: .failure(CancellationError())) }
       }
@@ -49,49 +49,5 @@ extension DispatchGroup {
     notify(queue: .main) {
       MainActor.assumeIsolated { body() }
     }
-  }
-}
-
-/// A continuation that is resumed at most once, whoever of several racing parties gets there first.
-final class OneShotContinuation: Sendable {
-  private enum State {
-    case idle
-    case installed(CheckedContinuation<Void, any Error>)
-    case resolved(Result<Void, any Error>)
-    case done
-  }
-
-  private let state = TSanVisibleMutex(State.idle)
-
-  func install(_ continuation: CheckedContinuation<Void, any Error>) {
-    let early: Result<Void, any Error>? = state.withLock { state in
-      switch state {
-      case .idle:
-        state = .installed(continuation)
-        return nil
-      case .resolved(let result):
-        state = .done
-        return result
-      case .installed, .done:
-        preconditionFailure("OneShotContinuation installed twice")
-      }
-    }
-    if let early { continuation.resume(with: early) }
-  }
-
-  func resume(with result: Result<Void, any Error>) {
-    let continuation: CheckedContinuation<Void, any Error>? = state.withLock { state in
-      switch state {
-      case .idle:
-        state = .resolved(result)
-        return nil
-      case .installed(let continuation):
-        state = .done
-        return continuation
-      case .resolved, .done:
-        return nil
-      }
-    }
-    continuation?.resume(with: result)
   }
 }

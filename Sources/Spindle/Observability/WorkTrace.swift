@@ -16,7 +16,7 @@
 /// ```swift
 /// let trace = WorkTrace()
 /// let queue = WorkQueue(name: "images", maxConcurrent: 4, trace: trace)
-/// // ... add work, await queue.allFinished() ...
+/// // ... add work, try await queue.allFinished() ...
 /// try trace.write(toFile: "images.trace.json")
 /// ```
 ///
@@ -51,7 +51,7 @@ public final class WorkTrace: Sendable {
   func record(_ work: AnyWork, start: Duration, thread: UInt64, termination: Termination) {
     let event = WorkTraceEvent(
       name: work.name ?? "work",
-      queue: work.queue.name,
+      queue: work.queueName,
       thread: thread,
       start: start,
       end: now(),
@@ -74,7 +74,7 @@ public final class WorkTrace: Sendable {
       storage.events.append(
         WorkTraceEvent(
           name: work.name ?? "work",
-          queue: work.queue.name,
+          queue: work.queueName,
           thread: started?.thread ?? currentThreadID(),
           start: started?.start ?? end,
           end: end,

@@ -13,19 +13,21 @@ import Synchronization
 /// ```
 ///
 /// You cannot create an `AnyWork` yourself; ``WorkQueue`` creates ``Work`` items.
+// @unchecked Sendable: `name`, `priority`, `queueName`, `isAsync` and `acceptsFailedDependencies` are immutable;
+// the fields marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
+// belong to the owning engine and are only touched while holding that engine's state lock.
 public class AnyWork: @unchecked Sendable {
-  // Thread safety: `name`, `priority`, `queue` and `acceptsFailedDependencies` are immutable; the fields
-  // marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
-  // belong to the owning queue and are only touched while holding that queue's state lock.
-
   /// The name given when the work was added, used in traces and messages.
   public let name: String?
 
   /// The priority of the work among the ready items of its queue.
   public let priority: WorkPriority
 
-  /// The queue that runs the body.
-  let queue: WorkQueue
+  /// The name of the queue that runs the body.
+  let queueName: String
+
+  /// Whether the body is `async` (it runs in a task of its own, started from whichever thread frees a slot).
+  let isAsync: Bool
 
   /// Whether the body receives `Result` inputs (and so runs even when a dependency failed or was cancelled).
   let acceptsFailedDependencies: Bool
@@ -35,9 +37,10 @@ public class AnyWork: @unchecked Sendable {
   /// Dependencies not yet finished, plus one while the work is still being wired up.
   let remaining: Atomic<Int>
 
+  // lock. The engine that runs the work; released when the work completes, so finished work keeps no queue alive.
+  var engine: WorkEngine?
   // lock (taken out, and so released, when the body starts or the work ends without running)
   var body: ErasedBody?
-
   // lock
   var phase: Phase
   // lock
@@ -46,29 +49,37 @@ public class AnyWork: @unchecked Sendable {
   var dependents = SmallList<AnyWork>()
   // lock
   var completionHandlers = SmallList<@Sendable () -> Void>()
+  // lock: called at most once, when running work is cancelled
+  var cancelHandlers = SmallList<@Sendable () -> Void>()
   // lock
   var runningTask: Task<Void, Never>?
+  // lock: a callback body is on the stack of the worker that started it
+  var inBody = false
+  // lock: how a callback body that called `finish` before returning ended (the worker completes it)
+  var inlineTermination: Termination?
 
-  // The owning queue's state lock.
+  // The owning engine's state lock.
   var registryNext: AnyWork?
-  // The owning queue's state lock.
+  // The owning engine's state lock.
   unowned(unsafe) var registryPrevious: AnyWork?
 
   init(
-    queue: WorkQueue,
+    engine: WorkEngine,
     name: String?,
     priority: WorkPriority,
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
     body: ErasedBody
   ) {
+    self.engine = engine
+    self.queueName = engine.name
     self.body = body
-    self.queue = queue
     self.name = name
     self.priority = priority
     self.acceptsFailedDependencies = acceptsFailedDependencies
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
+    if case .async = body { isAsync = true } else { isAsync = false }
   }
 
   /// Where the work is in its life; a snapshot that may change as soon as it is read.
@@ -82,22 +93,26 @@ public class AnyWork: @unchecked Sendable {
   ///   dependents end the same way (unless they take `Result` inputs, in which case they run and receive
   ///   `CancellationError`).
   /// - Running work is asked to stop: ``WorkContext/isCancelled`` becomes `true` for a synchronous or
-  ///   callback body, and an `async` body's task is cancelled. The work ends as cancelled if the body
-  ///   throws `CancellationError`; otherwise it keeps the body's outcome.
+  ///   callback body, the handlers given to ``WorkContext/onCancel(_:)`` and ``WorkFinish/onCancel(_:)`` run
+  ///   (once), and an `async` body's task is cancelled. The work ends as cancelled if the body throws
+  ///   `CancellationError`; otherwise it keeps the body's outcome.
   /// - Finished work is not affected. Calling `cancel()` more than once is harmless.
   public func cancel() {
     enum Action {
       case none
       case completed(Completed)
-      case cancelTask(Task<Void, Never>?)
+      case running(Task<Void, Never>?, SmallList<@Sendable () -> Void>)
     }
     let action: Action = lock.withLock {
       switch phase {
       case .pending, .ready:
         return .completed(completeLocked(.cancelled))
       case .running:
+        guard !cancelRequested else { return .none }
         cancelRequested = true
-        return .cancelTask(runningTask)
+        let handlers = cancelHandlers
+        cancelHandlers = SmallList()
+        return .running(runningTask, handlers)
       case .finished, .failed, .cancelled:
         return .none
       }
@@ -105,10 +120,11 @@ public class AnyWork: @unchecked Sendable {
     switch action {
     case .none:
       break
-    case .cancelTask(let task):
+    case .running(let task, let handlers):
       task?.cancel()
+      for handler in handlers { handler() }
     case .completed(let completed):
-      queue.retire(self, completed: completed)
+      completed.engine?.retire(self, completed: completed)
     }
   }
 
@@ -120,9 +136,31 @@ public class AnyWork: @unchecked Sendable {
     }
   }
 
+  /// Runs `handler` once if the running work is cancelled: now if it already was, never if it completes first.
+  final func onCancel(_ handler: @escaping @Sendable () -> Void) {
+    let runNow: Bool = lock.withLock {
+      switch phase {
+      case .running:
+        if cancelRequested { return true }
+        cancelHandlers.append(handler)
+        return false
+      case .cancelled:
+        return true
+      case .pending, .ready, .finished, .failed:
+        return false
+      }
+    }
+    if runNow { handler() }
+  }
+
+  /// The engine while the work is unfinished.
+  final var currentEngine: WorkEngine? {
+    lock.withLock { engine }
+  }
+
   // MARK: - Running
 
-  /// Runs the body if the work is still ready. Called by a worker that holds a slot of the queue.
+  /// Runs the body if the work is still ready. Called by whoever holds a slot of the queue for it.
   ///
   /// Not generic: the body was erased when the work was created, so the hot path needs no type metadata.
   final func execute() -> Execution {
@@ -133,10 +171,10 @@ public class AnyWork: @unchecked Sendable {
     }
     phase = .running
     self.body = nil
-    lock.unlock()
+    let trace = engine?.trace
     switch body {
     case .sync(let run):
-      let trace = queue.trace
+      lock.unlock()
       let start = trace?.now()
       let saved = WorkContext.bind(self)
       let termination = run(self)
@@ -151,8 +189,10 @@ public class AnyWork: @unchecked Sendable {
       guard let completed else { preconditionFailure("Spindle: running work completed twice") }
       return .completed(completed)
     case .async(let run):
-      let task = Task(priority: queue.taskPriority) { [self] in
-        queue.trace?.recordStart(self)
+      let priority = engine?.taskPriority
+      lock.unlock()
+      let task = Task(priority: priority) { [self] in
+        trace?.recordStart(self)
         let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
         finishDetached(termination)
       }
@@ -164,11 +204,22 @@ public class AnyWork: @unchecked Sendable {
       if cancelNow { task.cancel() }
       return .detached
     case .callback(let run):
-      queue.trace?.recordStart(self)
+      inBody = true
+      lock.unlock()
+      trace?.recordStart(self)
       let saved = WorkContext.bind(self)
-      run(self)
+      // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
+      WorkContext.$taskWork.withValue(self) { run(self) }
       WorkContext.restore(saved)
-      return .detached
+      let completed: Completed? = lock.withLock {
+        inBody = false
+        guard let termination = inlineTermination, phase.termination == nil else { return nil }
+        inlineTermination = nil
+        return completeLocked(termination)
+      }
+      guard let completed else { return .detached }
+      trace?.recordEnd(self, termination: completed.termination)
+      return .completed(completed)
     }
   }
 
@@ -176,10 +227,15 @@ public class AnyWork: @unchecked Sendable {
   final func finishDetached(_ termination: Termination) {
     let completed: Completed? = lock.withLock {
       guard phase.termination == nil else { return nil }
+      if inBody {
+        // A callback body called `finish` before returning: its worker completes the work.
+        inlineTermination = termination
+        return nil
+      }
       return completeLocked(termination)
     }
     guard let completed else { return }
-    queue.retire(self, completed: completed, releasingSlot: true)
+    completed.engine?.retire(self, completed: completed, releasingSlot: true)
   }
 
   // MARK: - Engine
@@ -191,13 +247,16 @@ public class AnyWork: @unchecked Sendable {
     runningTask = nil
     let completed = Completed(
       termination: termination,
+      engine: engine,
       dependents: dependents,
       handlers: completionHandlers,
       releasedBody: body
     )
+    engine = nil
     body = nil
     dependents = SmallList()
     completionHandlers = SmallList()
+    cancelHandlers = SmallList()
     return completed
   }
 
@@ -220,18 +279,15 @@ public class AnyWork: @unchecked Sendable {
     }
   }
 
-  /// Moves pending work to ready; `false` if it was completed (cancelled) in the meantime.
-  final func markReady() -> Bool {
-    lock.withLock {
-      guard case .pending = phase else { return false }
+  /// Counts down one resolved dependency; the engine to queue the work on when that was the last one and the
+  /// work is now ready, `nil` otherwise (more to wait for, or completed — cancelled — in the meantime).
+  final func dependencyResolved() -> WorkEngine? {
+    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return nil }
+    return lock.withLock {
+      guard case .pending = phase else { return nil }
       phase = .ready
-      return true
+      return engine
     }
-  }
-
-  /// Counts down one resolved dependency; `true` when that was the last one and the work is now ready.
-  final func dependencyResolved() -> Bool {
-    remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 && markReady()
   }
 
   /// Runs `handler` once the work is complete: now (on this thread) if it already is.
@@ -271,6 +327,13 @@ enum Phase {
     }
   }
 
+  var isStarted: Bool {
+    switch self {
+    case .pending, .ready: false
+    case .running, .finished, .failed, .cancelled: true
+    }
+  }
+
   var state: WorkState {
     switch self {
     case .pending: .pending
@@ -298,19 +361,22 @@ enum Termination: Sendable {
 /// What a completed item hands to the engine: whom to notify and what to run, outside any lock.
 struct Completed {
   var termination: Termination
+  /// The engine that ran (or would have run) the work; the item no longer holds it.
+  var engine: WorkEngine?
   var dependents: SmallList<AnyWork>
   var handlers: SmallList<@Sendable () -> Void>
   /// The body of work that completed without running, released with this value outside the lock.
   var releasedBody: ErasedBody?
 }
 
-/// What happened when a worker asked an item to run.
+/// What happened when the engine asked an item to run.
 enum Execution {
-  /// The item was no longer ready (cancelled while waiting); the slot is free again.
+  /// The item was no longer ready (cancelled while waiting); its slot is free for the next item.
   case skipped
-  /// An `async` or callback body took over the slot; it releases it when it completes.
+  /// An `async` or callback body took over the slot; it hands the slot on when it completes.
   case detached
-  /// A synchronous body ran and the item completed; the slot is free again.
+  /// The item completed on this thread (a synchronous body, or a callback body that called `finish` before
+  /// returning); the slot is free for the next item.
   case completed(Completed)
 }
 

@@ -4,7 +4,7 @@ import Dispatch
 ///
 /// `Work` is a handle: keep it to read the ``value``, pass it as a dependency, observe it or cancel it.
 /// Dropping the handle does not cancel the work. Once complete, the work keeps only its outcome: it releases
-/// its body, the values of its dependencies and its links to dependents.
+/// its body, its queue, the values of its dependencies and its links to dependents.
 ///
 /// ```swift
 /// let load = queue.add(name: "load") { try decode(path) }               // Work<Image>
@@ -12,9 +12,9 @@ import Dispatch
 /// blur.onCompletion(on: .main) { result in show(result) }
 /// let image = try await blur.value
 /// ```
+// @unchecked Sendable: `storedValue` and `finishCalled` are guarded by `lock` (see AnyWork); the running body
+// writes `storedValue` once before the work completes under that lock.
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
-  // Thread safety: `storedValue` and `finishCalled` are guarded by `lock` (see AnyWork).
-
   // lock (written without it only by the running body, before the work completes under the lock)
   private var storedValue: Value?
   // lock
@@ -32,25 +32,40 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// The value, waiting for the work to complete.
   ///
-  /// Throws the error the work failed with, or `CancellationError` when it was cancelled. Cancelling the
-  /// task that awaits does not cancel the work (call ``AnyWork/cancel()`` for that).
+  /// Throws the error the work failed with, or `CancellationError` when it was cancelled. If the task that
+  /// awaits is cancelled, it stops waiting at once and throws `CancellationError`, but the work itself goes
+  /// on: call ``AnyWork/cancel()`` to stop the work.
+  ///
+  /// ```swift
+  /// let page = try await withTimeout(.seconds(1)) { try await fetch.value }   // the fetch keeps running
+  /// ```
   public var value: Value {
     get async throws {
       if let result { return try result.get() }
-      return try await withCheckedThrowingContinuation { continuation in
-        whenComplete { continuation.resume(with: $0) }
+      let waiter = OneShotContinuation<Value>()
+      return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+          waiter.arm(continuation)
+          whenComplete { waiter.resume(with: $0) }
+        }
+      } onCancel: {
+        waiter.resume(with: .failure(CancellationError()))
       }
     }
   }
 
   /// Blocks the calling thread until the work completes and returns its value.
   ///
-  /// Throws like ``value``. Never call it from a body running on a queue the work waits for with no free
-  /// slot left: that deadlocks. In `async` code use ``value``.
+  /// Throws like ``value``. Waiting that could never end throws ``WorkDeadlockError`` instead of hanging:
+  /// a body waiting for its own work, a body of a serial queue waiting for unstarted work of the same queue,
+  /// or the last free slot of a queue blocked waiting for unstarted work of that queue while every other slot
+  /// waits the same way. In `async` code use ``value``.
   @available(*, noasync, message: "use 'try await work.value' in async code")
   @discardableResult
   public func wait() throws -> Value {
     if let result { return try result.get() }
+    let blocking = try WorkEngine.checkWait(for: self)
+    defer { blocking?.endBlockedWait() }
     let done = DispatchSemaphore(value: 0)
     whenComplete { _ in done.signal() }
     done.wait()
@@ -156,7 +171,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
     guard first else {
       reportMisuse(
-        "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queue.name)'; "
+        "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queueName)'; "
           + "the extra call is ignored"
       )
       return
@@ -165,5 +180,17 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     case .success: finishDetached(.finished)
     case .failure(let error): finishDetached(Termination(error: error))
     }
+  }
+
+  /// The last copy of a callback body's `finish` was released: if it was never called, the work fails with
+  /// ``WorkFinishDroppedError`` instead of holding its slot forever.
+  func finishDropped() {
+    let dropped: Bool = lock.withLock {
+      if finishCalled { return false }
+      finishCalled = true
+      return true
+    }
+    guard dropped else { return }
+    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queueName)))
   }
 }

@@ -38,7 +38,7 @@ public struct WorkContext: Sendable {
   public var priority: WorkPriority { work.priority }
 
   /// The name of the queue running the body.
-  public var queueName: String { work.queue.name }
+  public var queueName: String { work.queueName }
 
   /// Whether the work was cancelled (directly or through ``WorkQueue/cancelAll()``) while its body runs.
   public var isCancelled: Bool { work.isCancellationRequested }
@@ -46,6 +46,21 @@ public struct WorkContext: Sendable {
   /// Throws `CancellationError` if the work was cancelled; a body that lets it escape ends as cancelled.
   public func checkCancellation() throws {
     if isCancelled { throw CancellationError() }
+  }
+
+  /// Calls `handler` once if the work is cancelled while its body runs (at once if it already was).
+  ///
+  /// Use it to interrupt something the body blocks on, instead of polling ``isCancelled``:
+  ///
+  /// ```swift
+  /// queue.add {
+  ///   let download = Download(url)
+  ///   WorkContext.current?.onCancel { download.abort() }
+  ///   return try download.run()
+  /// }
+  /// ```
+  public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+    work.onCancel(handler)
   }
 
   // MARK: - Binding

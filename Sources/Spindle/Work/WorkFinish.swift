@@ -1,37 +1,116 @@
 /// The completion handle a callback body receives: call it once with the value, a `Result` or an error.
 ///
 /// A callback body (``WorkQueue/addCallback(name:priority:dependencies:_:)``) keeps its queue slot until
-/// `finish` is called, from any thread. Calling `finish` more than once is a programmer error: the extra
-/// call is ignored and reported through ``WorkQueue/misuseHandler`` (by default a message on standard
-/// error); it never crashes and never completes the work twice. Never calling it leaves the work running.
+/// `finish` is called, from any thread. When `finish` is called before the body returns, the same worker
+/// completes the work and goes on with the next item (no thread hop). Calling `finish` more than once is a
+/// programmer error: the extra call is ignored and reported through ``WorkQueue/misuseHandler`` (by default a
+/// message on standard error); it never crashes and never completes the work twice. Dropping every copy of
+/// `finish` without calling it fails the work with ``WorkFinishDroppedError``, so its slot is not held forever.
 ///
 /// ```swift
 /// let fetch = queue.addCallback { finish in
-///   legacyFetch(url) { data, error in
+///   let request = legacyFetch(url) { data, error in
 ///     if let error { finish(error) } else { finish(data!) }
 ///   }
+///   finish.onCancel { request.cancel() }
 /// }
 /// ```
 public struct WorkFinish<Value: Sendable>: Sendable {
-  let work: Work<Value>
+  let token: FinishToken<Value>
+
+  init(work: Work<Value>) {
+    token = FinishToken(work: work)
+  }
 
   /// Completes the work with `value`.
   public func callAsFunction(_ value: Value) {
-    work.finishFromCallback(.success(value))
+    token.work.finishFromCallback(.success(value))
   }
 
   /// Completes the work with `result`; a `CancellationError` failure ends it as cancelled.
   public func callAsFunction(_ result: Result<Value, any Error>) {
-    work.finishFromCallback(result)
+    token.work.finishFromCallback(result)
   }
 
   /// Completes the work as failed with `error` (or as cancelled when `error` is a `CancellationError`).
   public func callAsFunction(_ error: any Error) {
-    work.finishFromCallback(.failure(error))
+    token.work.finishFromCallback(.failure(error))
   }
 
   /// Whether the work has been cancelled while its body runs; poll it in long-running callbacks.
   public var isCancelled: Bool {
-    work.isCancellationRequested
+    token.work.isCancellationRequested
+  }
+
+  /// Calls `handler` once if the work is cancelled before it completes (at once if it already was).
+  ///
+  /// Use it to stop the operation the callback started; the work still ends with what you pass to `finish`
+  /// (pass `CancellationError()` to end it as cancelled).
+  ///
+  /// ```swift
+  /// let call = queue.addCallback { finish in
+  ///   let request = legacyFetch { finish($0) }
+  ///   finish.onCancel { request.cancel() }
+  /// }
+  /// ```
+  public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+    token.work.onCancel(handler)
+  }
+}
+
+/// Shared by every copy of a `WorkFinish`: when the last copy goes away, an uncalled `finish` fails the work.
+final class FinishToken<Value: Sendable>: Sendable {
+  let work: Work<Value>
+
+  init(work: Work<Value>) {
+    self.work = work
+  }
+
+  deinit {
+    work.finishDropped()
+  }
+}
+
+/// The error of callback work whose `finish` was released without being called.
+///
+/// ```swift
+/// let lost = queue.addCallback { (finish: WorkFinish<Int>) in }   // never calls finish
+/// // try await lost.value throws WorkFinishDroppedError
+/// ```
+public struct WorkFinishDroppedError: Error, CustomStringConvertible, Sendable {
+  /// The name of the work, if it had one.
+  public var work: String?
+  /// The name of its queue.
+  public var queue: String
+
+  public var description: String {
+    "work '\(work ?? "unnamed")' on WorkQueue '\(queue)' ended without calling finish: every copy of its "
+      + "finish handle was released uncalled"
+  }
+}
+
+/// The error of a wait that could never end.
+///
+/// ``Work/wait()`` throws it instead of blocking forever, for example when a body of a serial queue waits for
+/// work of the same queue that has not started yet.
+///
+/// ```swift
+/// let serial = WorkQueue(maxConcurrent: 1)
+/// let later = serial.add { 2 }
+/// let first = serial.add(priority: .veryHigh) { try later.wait() + 1 }   // fails with WorkDeadlockError
+/// ```
+public struct WorkDeadlockError: Error, CustomStringConvertible, Sendable {
+  /// The work that was waited for.
+  public var work: String?
+  /// The work whose body waited.
+  public var waiter: String?
+  /// The queue both belong to.
+  public var queue: String
+  /// Why the wait could never end.
+  public var reason: String
+
+  public var description: String {
+    "work '\(waiter ?? "unnamed")' waited for work '\(work ?? "unnamed")' on WorkQueue '\(queue)', which "
+      + "would never end: \(reason)"
   }
 }

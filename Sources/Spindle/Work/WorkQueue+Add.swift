@@ -1,12 +1,13 @@
-// Overloads of `add` and `addCallback`: one per dependency arity (1 to 4), synchronous or `async`,
-// values or `Result` inputs. Keep them in step with each other when changing one.
+// The `add` and `addCallback` forms: no dependency, one typed dependency (a form of its own, without parameter
+// packs, because chains are the hottest path), two or more typed dependencies (parameter packs), and a dynamic
+// number of dependencies of one type (`afterAll:`). Each comes with a synchronous and an `async` body, and with
+// values or with `Result` inputs (`afterResults:`, `afterAllResults:`).
 
 extension WorkQueue {
-  /// Adds work that runs a synchronous body once its dependencies (if any) finished.
+  /// Adds work that runs a synchronous body once its ordering-only dependencies (if any) finished.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
   /// ```swift
   /// let load = queue.add(name: "load") { try decode(path) }   // Work<Image>
@@ -15,8 +16,7 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
   ///   - body: The work to do.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
@@ -33,20 +33,24 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { [type] work in type.runSync(work, body) }
+      body: .sync { [type] work in type.runSync(work) { try body() } }
     )
   }
 
-  /// Adds work that runs an `async` body once its dependencies (if any) finished.
+  /// Adds work that runs an `async` body once its ordering-only dependencies (if any) finished.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
+  ///
+  /// ```swift
+  /// let page = queue.add(name: "page") { try await fetch(url) }   // Work<Data>
+  /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
   ///   - body: The work to do.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
@@ -67,21 +71,23 @@ extension WorkQueue {
     )
   }
 
-  /// Adds work whose body receives the values of `a` once they finished.
+  /// Adds work whose body receives the value of `a` once it finished.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
   /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
+  ///
+  /// ```swift
+  /// let blur = queue.add(name: "blur", after: load) { image in tiltShift(image) }
+  /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
+  ///   - a: The dependency whose value the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the value of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
@@ -102,10 +108,11 @@ extension WorkQueue {
     )
   }
 
-  /// Adds work whose `async` body receives the values of `a` once they finished.
+  /// Adds work whose `async` body receives the value of `a` once it finished.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
   /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
   ///
@@ -116,10 +123,9 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
+  ///   - a: The dependency whose value the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the value of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
@@ -140,280 +146,105 @@ extension WorkQueue {
     )
   }
 
-  /// Adds work whose body receives the values of `a`, `b` once they finished.
+  /// Adds work whose body receives the values of two or more dependencies once they finished.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
   /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
   ///
   /// ```swift
-  /// let pair = queue.add(after: width, height) { w, h in w * h }
+  /// let area = queue.add(after: width, height) { w, h in w * h }
+  /// let all = queue.add(after: a, b, c, d, e) { a, b, c, d, e in [a, b, c, d, e] }
   /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
+  ///   - first: A dependency whose value the body receives first.
+  ///   - second: A dependency whose value the body receives second.
+  ///   - rest: More dependencies whose values the body receives, in order.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the dependencies' values in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, Value: Sendable>(
+  public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
+    after first: Work<First>,
+    _ second: Work<Second>,
+    _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B) throws -> Value
+    body: @escaping @Sendable (First, Second, repeat each Rest) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b] + dependencies,
+      dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue()) } }
+      body: .sync { [type] work in type.runSync(work) { try body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue()) } }
     )
   }
 
-  /// Adds work whose `async` body receives the values of `a`, `b` once they finished.
+  /// Adds work whose `async` body receives the values of two or more dependencies once they finished.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
   /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
+  ///   - first: A dependency whose value the body receives first.
+  ///   - second: A dependency whose value the body receives second.
+  ///   - rest: More dependencies whose values the body receives, in order.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the dependencies' values in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, Value: Sendable>(
+  public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
+    after first: Work<First>,
+    _ second: Work<Second>,
+    _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B) async throws -> Value
+    body: @escaping @Sendable (First, Second, repeat each Rest) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b] + dependencies,
+      dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      body: .async { [type] work in
-        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue()) }
-      }
+      body: .async { [type] work in await type.runAsync(work) { try await body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue()) } }
     )
   }
 
-  /// Adds work whose body receives the values of `a`, `b`, `c` once they finished.
+  /// Adds work whose body receives the outcome of `a` once it completed, however it ended.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
-  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
-  ///
-  /// - Parameters:
-  ///   - name: A name for traces and messages.
-  ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - c: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
-  /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
-  @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, Value: Sendable>(
-    name: String? = nil,
-    priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B, C) throws -> Value
-  ) -> Work<Value> {
-    let type = Work<Value>.self
-    return makeWork(
-      type,
-      name: name,
-      priority: priority,
-      dependencies: [a, b, c] + dependencies,
-      acceptsFailedDependencies: false,
-      body: .sync { [type] work in
-        type.runSync(work) { try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
-      }
-    )
-  }
-
-  /// Adds work whose `async` body receives the values of `a`, `b`, `c` once they finished.
-  ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
-  ///
-  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
-  ///
-  /// - Parameters:
-  ///   - name: A name for traces and messages.
-  ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - c: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
-  /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
-  @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, Value: Sendable>(
-    name: String? = nil,
-    priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B, C) async throws -> Value
-  ) -> Work<Value> {
-    let type = Work<Value>.self
-    return makeWork(
-      type,
-      name: name,
-      priority: priority,
-      dependencies: [a, b, c] + dependencies,
-      acceptsFailedDependencies: false,
-      body: .async { [type] work in
-        await type.runAsync(work) { try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue()) }
-      }
-    )
-  }
-
-  /// Adds work whose body receives the values of `a`, `b`, `c`, `d` once they finished.
-  ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
-  ///
-  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
-  ///
-  /// - Parameters:
-  ///   - name: A name for traces and messages.
-  ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - c: Another dependency whose value the body receives.
-  ///   - d: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
-  /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
-  @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, D: Sendable, Value: Sendable>(
-    name: String? = nil,
-    priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    _ d: Work<D>,
-    dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B, C, D) throws -> Value
-  ) -> Work<Value> {
-    let type = Work<Value>.self
-    return makeWork(
-      type,
-      name: name,
-      priority: priority,
-      dependencies: [a, b, c, d] + dependencies,
-      acceptsFailedDependencies: false,
-      body: .sync { [type] work in
-        type.runSync(work) {
-          try body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
-        }
-      }
-    )
-  }
-
-  /// Adds work whose `async` body receives the values of `a`, `b`, `c`, `d` once they finished.
-  ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
-  ///
-  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
-  ///
-  /// - Parameters:
-  ///   - name: A name for traces and messages.
-  ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose value the body receives.
-  ///   - b: Another dependency whose value the body receives.
-  ///   - c: Another dependency whose value the body receives.
-  ///   - d: Another dependency whose value the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ values in order.
-  /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
-  @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, D: Sendable, Value: Sendable>(
-    name: String? = nil,
-    priority: WorkPriority = .normal,
-    after a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    _ d: Work<D>,
-    dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (A, B, C, D) async throws -> Value
-  ) -> Work<Value> {
-    let type = Work<Value>.self
-    return makeWork(
-      type,
-      name: name,
-      priority: priority,
-      dependencies: [a, b, c, d] + dependencies,
-      acceptsFailedDependencies: false,
-      body: .async { [type] work in
-        await type.runAsync(work) {
-          try await body(a.dependencyValue(), b.dependencyValue(), c.dependencyValue(), d.dependencyValue())
-        }
-      }
-    )
-  }
-
-  /// Adds work whose body receives the outcomes of `a`, whatever they are.
-  ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
-  ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
   ///
   /// ```swift
   /// let report = queue.add(afterResults: upload) { result in
-  ///   switch result {
-  ///   case .success(let url): "uploaded to \(url)"
-  ///   case .failure(let error): "upload failed: \(error)"
-  ///   }
+  ///   switch result { case .success: "sent"; case .failure(let error): "failed: \(error)" }
   /// }
   /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - a: The dependency whose outcome the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the outcome of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
@@ -434,21 +265,20 @@ extension WorkQueue {
     )
   }
 
-  /// Adds work whose `async` body receives the outcomes of `a`, whatever they are.
+  /// Adds work whose `async` body receives the outcome of `a` once it completed, however it ended.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - a: The dependency whose outcome the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the outcome of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
@@ -469,266 +299,247 @@ extension WorkQueue {
     )
   }
 
-  /// Adds work whose body receives the outcomes of `a`, `b`, whatever they are.
+  /// Adds work whose body receives the outcomes of two or more dependencies once they completed.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - first: A dependency whose outcome the body receives first.
+  ///   - second: A dependency whose outcome the body receives second.
+  ///   - rest: More dependencies whose outcomes the body receives, in order.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the dependencies' outcomes in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, Value: Sendable>(
+  public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
+    afterResults first: Work<First>,
+    _ second: Work<Second>,
+    _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) throws -> Value
+    body: @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b] + dependencies,
+      dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult()) } }
+      body: .sync { [type] work in type.runSync(work) { try body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult()) } }
     )
   }
 
-  /// Adds work whose `async` body receives the outcomes of `a`, `b`, whatever they are.
+  /// Adds work whose `async` body receives the outcomes of two or more dependencies once they completed.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - first: A dependency whose outcome the body receives first.
+  ///   - second: A dependency whose outcome the body receives second.
+  ///   - rest: More dependencies whose outcomes the body receives, in order.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the dependencies' outcomes in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, Value: Sendable>(
+  public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
+    afterResults first: Work<First>,
+    _ second: Work<Second>,
+    _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>) async throws -> Value
+    body: @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b] + dependencies,
+      dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      body: .async { [type] work in
-        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult()) }
-      }
+      body: .async { [type] work in await type.runAsync(work) { try await body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult()) } }
     )
   }
 
-  /// Adds work whose body receives the outcomes of `a`, `b`, `c`, whatever they are.
+  /// Adds work whose body receives the values of any number of dependencies of one type, in order.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
+  /// An empty `parts` gives the body an empty array at once.
+  ///
+  /// ```swift
+  /// let parts = files.map { file in queue.add { try count(file) } }   // [Work<Int>]
+  /// let total = queue.add(afterAll: parts) { (values: [Int]) in values.reduce(0, +) }
+  /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - c: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - parts: The dependencies whose values the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the values of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, Value: Sendable>(
+  public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
+    afterAll parts: [Work<Part>],
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) throws -> Value
+    _ body: @escaping @Sendable ([Part]) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b, c] + dependencies,
-      acceptsFailedDependencies: true,
-      body: .sync { [type] work in
-        type.runSync(work) { try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
-      }
+      dependencies: parts + dependencies,
+      acceptsFailedDependencies: false,
+      body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyValue() }) } }
     )
   }
 
-  /// Adds work whose `async` body receives the outcomes of `a`, `b`, `c`, whatever they are.
+  /// Adds work whose `async` body receives the values of any number of dependencies of one type, in order.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// If a dependency fails or is cancelled, this work ends the same way (same error) without running.
+  /// An empty `parts` gives the body an empty array at once.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - c: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - parts: The dependencies whose values the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the values of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, Value: Sendable>(
+  public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
+    afterAll parts: [Work<Part>],
     dependencies: [AnyWork] = [],
-    _ body: @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>) async throws -> Value
+    _ body: @escaping @Sendable ([Part]) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b, c] + dependencies,
-      acceptsFailedDependencies: true,
-      body: .async { [type] work in
-        await type.runAsync(work) { try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult()) }
-      }
+      dependencies: parts + dependencies,
+      acceptsFailedDependencies: false,
+      body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyValue() }) } }
     )
   }
 
-  /// Adds work whose body receives the outcomes of `a`, `b`, `c`, `d`, whatever they are.
+  /// Adds work whose body receives the outcomes of any number of dependencies of one type, in order.
   ///
-  /// The body runs on a Dispatch thread of the queue's quality of service and may throw: the work then fails
-  /// with that error (or ends cancelled for `CancellationError`). A running body learns of cancellation through
-  /// ``WorkContext/current``.
+  /// The body runs on a thread of the queue and may throw: the work then fails with that error (or ends
+  /// cancelled for `CancellationError`). A running body learns of cancellation through ``WorkContext/current``.
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
+  ///
+  /// ```swift
+  /// let summary = queue.add(afterAllResults: uploads) { results in
+  ///   results.filter { (try? $0.get()) == nil }.count   // how many failed
+  /// }
+  /// ```
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - c: Another dependency whose outcome the body receives.
-  ///   - d: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - parts: The dependencies whose outcomes the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the outcomes of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, D: Sendable, Value: Sendable>(
+  public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    _ d: Work<D>,
+    afterAllResults parts: [Work<Part>],
     dependencies: [AnyWork] = [],
-    _ body:
-      @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
-      throws -> Value
+    _ body: @escaping @Sendable ([Result<Part, any Error>]) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b, c, d] + dependencies,
+      dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
-      body: .sync { [type] work in
-        type.runSync(work) {
-          try body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
-        }
-      }
+      body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyResult() }) } }
     )
   }
 
-  /// Adds work whose `async` body receives the outcomes of `a`, `b`, `c`, `d`, whatever they are.
+  /// Adds work whose `async` body receives the outcomes of any number of dependencies of one type, in order.
   ///
-  /// The body runs in a `Task` and holds a slot of the queue until it returns; cancelling the work cancels
-  /// that task. It may throw: the work then fails with that error (or ends cancelled for `CancellationError`).
+  /// The body runs in a task of its own and holds a slot of the queue until it returns; cancelling the work
+  /// cancels that task. It may throw: the work then fails with that error (or ends cancelled for
+  /// `CancellationError`).
   ///
-  /// The body runs once every dependency completed, even if some failed or were cancelled (a cancelled
-  /// dependency arrives as `.failure(CancellationError())`). Use it to clean up or to recover.
+  /// The body runs whatever its dependencies did, and receives each one's outcome.
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
-  ///   - a: A dependency whose outcome the body receives.
-  ///   - b: Another dependency whose outcome the body receives.
-  ///   - c: Another dependency whose outcome the body receives.
-  ///   - d: Another dependency whose outcome the body receives.
-  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type,
-  ///     any queue).
-  ///   - body: The work to do, given the dependencies’ outcomes in order.
+  ///   - parts: The dependencies whose outcomes the body receives.
+  ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - body: The work to do, given the outcomes of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
-  public func add<A: Sendable, B: Sendable, C: Sendable, D: Sendable, Value: Sendable>(
+  public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
-    afterResults a: Work<A>,
-    _ b: Work<B>,
-    _ c: Work<C>,
-    _ d: Work<D>,
+    afterAllResults parts: [Work<Part>],
     dependencies: [AnyWork] = [],
-    _ body:
-      @escaping @Sendable (Result<A, any Error>, Result<B, any Error>, Result<C, any Error>, Result<D, any Error>)
-      async throws -> Value
+    _ body: @escaping @Sendable ([Result<Part, any Error>]) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
       type,
       name: name,
       priority: priority,
-      dependencies: [a, b, c, d] + dependencies,
+      dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
-      body: .async { [type] work in
-        await type.runAsync(work) {
-          try await body(a.dependencyResult(), b.dependencyResult(), c.dependencyResult(), d.dependencyResult())
-        }
-      }
+      body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyResult() }) } }
     )
+  }
+
+  /// The dependencies of a parameter-pack form, in order, followed by the ordering-only ones.
+  static func dependencyList<First, Second, each Rest>(
+    _ first: Work<First>,
+    _ second: Work<Second>,
+    _ rest: repeat Work<each Rest>,
+    more: [AnyWork]
+  ) -> [AnyWork] {
+    var list: [AnyWork] = [first, second]
+    for work in repeat each rest { list.append(work) }
+    return list + more
   }
 
   /// Adds work with a callback-style body, which completes the work by calling `finish` once, from any thread.
   ///
   /// The body runs on a Dispatch thread of the queue; the work holds its slot until `finish` is called with
   /// a value, a `Result` or an error. A second call of `finish` is ignored and reported through
-  /// ``WorkQueue/misuseHandler``. Poll `finish.isCancelled` to learn of cancellation.
+  /// ``WorkQueue/misuseHandler``; dropping `finish` uncalled fails the work with ``WorkFinishDroppedError``.
+  /// Register `finish.onCancel` (or poll `finish.isCancelled`) to learn of cancellation. A `finish` called
+  /// before the body returns completes the work on the same thread, with no thread hop.
   ///
   /// ```swift
   /// let old = queue.addCallback { finish in legacyFetch { finish($0) } }

@@ -60,7 +60,7 @@ struct WorkQueueAPIShapeTests {
     queue.suspend()
     queue.resume()
     blockUntilAllFinished(queue)  // blocking, marked unavailable from async contexts
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(queue.unfinishedCount == 0)
     #expect(save.state == .finished, "cancelling finished work changes nothing")
   }

@@ -174,7 +174,7 @@ struct WorkQueueGraphTests {
       works.append(work)
     }
     for queue in queues { queue.resume() }
-    for queue in queues { await queue.allFinished() }
+    for queue in queues { try await queue.allFinished() }
 
     var mismatches: [String] = []
     for (index, work) in works.enumerated() {
@@ -211,6 +211,6 @@ struct WorkQueueGraphTests {
     root.cancel()
     #expect(last.state == .cancelled)
     queue.resume()
-    await queue.allFinished()
+    try await queue.allFinished()
   }
 }

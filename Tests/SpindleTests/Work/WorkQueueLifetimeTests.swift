@@ -60,7 +60,7 @@ struct WorkQueueLifetimeTests {
       weakValue = try await first.value
     }
     #expect(try await last.value == 5)
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(await eventually { weakFirst == nil && weakValue == nil })
   }
 
@@ -84,7 +84,7 @@ struct WorkQueueLifetimeTests {
     #expect(weakRootToken == nil)
     #expect(weakChildToken == nil)
     queue.resume()
-    await queue.allFinished()
+    try await queue.allFinished()
   }
 
   @Test("an idle queue and its finished work are freed when dropped")
@@ -95,7 +95,7 @@ struct WorkQueueLifetimeTests {
       weakQueue = queue
       let work = queue.add { 1 }
       _ = try await work.value
-      await queue.allFinished()
+      try await queue.allFinished()
     }
     #expect(await eventually { weakQueue == nil })
   }
@@ -139,7 +139,7 @@ struct WorkQueueLifetimeTests {
         }
         group.addTask { queue.cancelAll() }
       }
-      await queue.allFinished()
+      try await queue.allFinished()
       #expect(await eventually { completions.load(ordering: .relaxed) == itemsPerRound })
       #expect(ranAfterBadInput.load(ordering: .relaxed) == 0)
       for work in works {
@@ -177,7 +177,7 @@ struct WorkQueueLifetimeTests {
     }
     await adder.value
     queue.resume()
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(ran.load(ordering: .relaxed) == count)
     #expect(highWater.load(ordering: .sequentiallyConsistent) <= 2)
   }

@@ -42,7 +42,7 @@ struct WorkQueueSemanticsTests {
       return value
     }
     await #expect(throws: TestError(code: 7)) { try await grandchild.value }
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(ran.load(ordering: .relaxed) == 0)
     #expect(root.state == .failed)
     #expect(child.state == .failed)
@@ -67,7 +67,7 @@ struct WorkQueueSemanticsTests {
     await #expect(throws: CancellationError.self) { try await child.value }
     queue.resume()
     #expect(try await observer.value == true)
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(ran.load(ordering: .relaxed) == 0)
   }
 
@@ -117,7 +117,7 @@ struct WorkQueueSemanticsTests {
     await offPool { started.wait() }
     queue.cancelAll()
     for work in pending { #expect(work.state == .cancelled) }
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(running.state == .cancelled)
     let after = queue.add { 5 }
     #expect(try await after.value == 5)
@@ -169,7 +169,7 @@ struct WorkQueueSemanticsTests {
           }
         }
       }
-      await queue.allFinished()
+      try await queue.allFinished()
       #expect(highWater.load(ordering: .sequentiallyConsistent) <= width)
       #expect(highWater.load(ordering: .sequentiallyConsistent) >= 1)
       #expect(queue.unfinishedCount == 0)
@@ -191,7 +191,7 @@ struct WorkQueueSemanticsTests {
     }
     #expect(queue.pendingCount == plan.count)
     queue.resume()
-    await queue.allFinished()
+    try await queue.allFinished()
     #expect(order.withLock { $0 } == ["vh", "h1", "h2", "n1", "n2", "n3", "l1", "l2", "vl"])
   }
 
@@ -234,7 +234,7 @@ struct WorkQueueSemanticsTests {
     }
     let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
     #expect(message.contains("WorkQueue 'self-wait': waitUntilAllFinished() called from inside"))
-    #expect(message.contains("the body of work 'waiter' on the same queue"))
+    #expect(message.contains("work 'waiter' of the same queue"))
   }
 
   @Test("completion callbacks run exactly once, also when added after completion")
@@ -273,7 +273,7 @@ struct WorkQueueSemanticsTests {
     let completions = Atomic<Int>(0)
     work.onCompletion(on: .global()) { _ in completions.add(1, ordering: .relaxed) }
     #expect(try await work.value == 1)
-    await queue.allFinished()
+    try await queue.allFinished()
     let messages = reports.messages(containing: work.name!)
     #expect(messages.count == 2)
     #expect(messages.allSatisfy { $0.contains("finish called more than once") })

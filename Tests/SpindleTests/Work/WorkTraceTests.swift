@@ -27,7 +27,7 @@ struct WorkTraceTests {
     cancelled.cancel()
     queue.resume()
     _ = try await (load.value, remote.value, callback.value)
-    await queue.allFinished()
+    try await queue.allFinished()
     _ = skipped
 
     let events = trace.events
@@ -88,7 +88,7 @@ struct WorkTraceTests {
     let plain = WorkQueue(name: "p")
     _ = try await plain.add { 1 }.value
     _ = try await traced.add { 1 }.value
-    await traced.allFinished()
+    try await traced.allFinished()
     #expect(trace.events.count == 1)
     #expect(plain.trace == nil)
     trace.removeAll()

@@ -1,0 +1,99 @@
+// Completion: retiring items, telling dependents, waking waiters.
+extension WorkEngine {
+  /// Retires an item a worker completed and returns the worker's next step, in one visit to the lock.
+  func completeOnWorker(
+    _ item: AnyWork,
+    _ completed: Completed
+  ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
+    var ready = SmallList<(AnyWork, WorkEngine)>()
+    var ended: [(AnyWork, Completed)] = []
+    Self.propagate(completed, ready: &ready, ended: &ended)
+    var foreign = SmallList<(AnyWork, WorkEngine)>()
+    let (step, starts, waiters) = state.withLock { state in
+      let waiters = state.unregister(item)
+      for (dependent, engine) in ready {
+        if engine === self {
+          state.scheduler.push(dependent, priority: dependent.priority.rawValue)
+        } else {
+          foreign.append((dependent, engine))
+        }
+      }
+      let step = state.scheduler.workerDone(mayLinger: true)
+      let starts = state.scheduler.takeStarts()
+      publishHints(state)
+      return (step, starts, waiters)
+    }
+    finishRetiring(starts: starts, foreign: foreign, completed: completed, waiters: waiters, ended: ended)
+    return step
+  }
+
+  /// Retires an item that completed away from a worker's loop: cancelled, ended by a dependency, or an `async`
+  /// or callback body that hands its slot on (`releasingSlot`).
+  func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
+    trace?.recordEnd(item, termination: completed.termination)
+    var ready = SmallList<(AnyWork, WorkEngine)>()
+    var ended: [(AnyWork, Completed)] = []
+    Self.propagate(completed, ready: &ready, ended: &ended)
+    var foreign = SmallList<(AnyWork, WorkEngine)>()
+    let (next, starts, waiters) = state.withLock { state in
+      let waiters = state.unregister(item)
+      for (dependent, engine) in ready {
+        if engine === self {
+          state.scheduler.push(dependent, priority: dependent.priority.rawValue)
+        } else {
+          foreign.append((dependent, engine))
+        }
+      }
+      let next = releasingSlot ? state.scheduler.detachedBodyEnded() : nil
+      let starts = state.scheduler.takeStarts()
+      publishHints(state)
+      return (next, starts, waiters)
+    }
+    if let next { startHolding(next) }
+    finishRetiring(starts: starts, foreign: foreign, completed: completed, waiters: waiters, ended: ended)
+  }
+
+  /// What follows a retirement, outside the lock: start work, queue dependents on other queues, run completion
+  /// handlers, wake waiters, retire the dependents that ended with the item.
+  private func finishRetiring(
+    starts: SmallList<AnyWork>,
+    foreign: SmallList<(AnyWork, WorkEngine)>,
+    completed: Completed,
+    waiters: [Waiter],
+    ended: [(AnyWork, Completed)]
+  ) {
+    start(starts)
+    for (dependent, engine) in foreign { engine.makeReady(dependent) }
+    for handler in completed.handlers { handler() }
+    for waiter in waiters { waiter.resume() }
+    for (other, var otherCompleted) in ended {
+      otherCompleted.dependents = SmallList()  // `propagate` already told them
+      otherCompleted.engine?.retire(other, completed: otherCompleted)
+    }
+  }
+
+  /// Tells the dependents of a completed item; those that end too (a failed or cancelled dependency) are
+  /// followed iteratively, so long chains cannot overflow the stack.
+  static func propagate(
+    _ completed: Completed,
+    ready: inout SmallList<(AnyWork, WorkEngine)>,
+    ended: inout [(AnyWork, Completed)]
+  ) {
+    var dependents = completed.dependents
+    var termination = completed.termination
+    var index = 0
+    while true {
+      for dependent in dependents {
+        if termination.isSuccess || dependent.acceptsFailedDependencies {
+          if let engine = dependent.dependencyResolved() { ready.append((dependent, engine)) }
+        } else if let endedCompleted = dependent.completeWithoutRunning(termination) {
+          ended.append((dependent, endedCompleted))
+        }
+      }
+      guard index < ended.count else { return }
+      dependents = ended[index].1.dependents
+      termination = ended[index].1.termination
+      index += 1
+    }
+  }
+}

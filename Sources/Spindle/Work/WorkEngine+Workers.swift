@@ -1,0 +1,112 @@
+import Dispatch
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+// Workers: who runs bodies, on which thread.
+//
+// - A synchronous or callback body runs on a worker: a loop on a serial dispatch queue of its own ("lane"),
+//   taken from a pool. Serial queues get threads from Dispatch's overcommitting pool, so width N really runs N
+//   blocking bodies at once, and blocked bodies never hold threads of the shared pool that Swift concurrency
+//   needs. A worker holds one slot; it runs items until none is ready, then lingers a moment and gives its slot
+//   back. There is at most one worker per slot, so a queue's bodies use at most `maxConcurrent` lanes.
+// - An `async` body runs in a task of its own, started directly by whichever thread gives it a slot (the adding
+//   thread, a worker, or the task of the `async` body that ended before it): no lane, no thread hop.
+// - A callback body that calls `finish` before it returns is completed by its worker, which goes on with the
+//   next item; one that calls `finish` later hands its slot on from the thread that calls it.
+extension WorkEngine {
+  /// How many times a worker with nothing to run checks for new ready work before it gives its slot back.
+  static let lingerSpins = 256
+
+  /// Starts items the scheduler gave slots to.
+  func start(_ items: SmallList<AnyWork>) {
+    for item in items { startHolding(item) }
+  }
+
+  /// Starts `item`, for which a slot is already taken: a worker for a synchronous or callback body, or its
+  /// task, started from this thread, for an `async` body.
+  func startHolding(_ first: AnyWork) {
+    var item = first
+    while item.isAsync {
+      switch item.execute() {
+      case .detached, .completed:
+        return
+      case .skipped:
+        // Cancelled while it waited: the slot goes to the next ready item.
+        let next: AnyWork? = state.withLock { state in
+          let next = state.scheduler.detachedBodyEnded()
+          publishHints(state)
+          return next
+        }
+        guard let next else { return }
+        item = next
+      }
+    }
+    startWorker(item)
+  }
+
+  /// Runs a worker for `item` on a lane of its own.
+  func startWorker(_ item: AnyWork) {
+    let lane =
+      lanes.withLock { $0.popLast() }
+      ?? DispatchQueue(label: "\(name).worker", qos: DispatchQoS(qosClass: qos, relativePriority: 0))
+    lane.async {
+      self.runWorker(item)
+      self.lanes.withLock { $0.append(lane) }
+    }
+  }
+
+  /// A worker: holds one slot and runs ready items, highest priority first, until none is left.
+  ///
+  /// Each completion visits the lock once: it retires the item, queues the dependents it made ready and takes
+  /// the next item, so no ready item ever waits in a worker's private list.
+  func runWorker(_ first: AnyWork) {
+    var item = first
+    while true {
+      let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
+      switch item.execute() {
+      case .completed(let completed):
+        step = completeOnWorker(item, completed)
+      case .skipped:
+        step = state.withLock { state in
+          let step = state.scheduler.workerDone(mayLinger: true)
+          publishHints(state)
+          return step
+        }
+      case .detached:
+        return  // the `async` or callback body holds the slot now
+      }
+      switch step {
+      case .run(let next):
+        item = next
+      case .linger:
+        guard let next = linger() else { return }
+        item = next
+      case .exit:
+        return
+      }
+    }
+  }
+
+  /// Watches the ready count for a moment; returns the next item, or `nil` when the slot was given back.
+  private func linger() -> AnyWork? {
+    for spin in 0..<Self.lingerSpins {
+      if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) { break }
+      if spin >= 16 { sched_yield() }
+    }
+    let (step, starts) = state.withLock { state in
+      let step = state.scheduler.lingerEnded()
+      let starts = state.scheduler.takeStarts()
+      publishHints(state)
+      return (step, starts)
+    }
+    start(starts)
+    if case .run(let next) = step { return next }
+    return nil
+  }
+}

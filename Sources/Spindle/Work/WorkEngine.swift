@@ -1,0 +1,249 @@
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The core of a ``WorkQueue``: its scheduler, its workers and its unfinished items.
+///
+/// Work items hold the engine (not the public `WorkQueue`) while they are unfinished, so a queue handle can go
+/// away while its work runs, and a suspended queue whose last handle is gone can cancel what it still holds.
+///
+/// Locking: `state` (the scheduler, the registry of unfinished items) is one lock per queue; each item has its
+/// own small lock (see ``AnyWork``). The engine never holds its lock while taking an item's lock or running
+/// user code, except `register`/`unregister`, which only touch the registry links.
+// @unchecked Sendable: `state` is a lock box; `readyHint` and `pausedHint` are atomics; `lanes` is a lock box;
+// everything else is immutable.
+final class WorkEngine: @unchecked Sendable {
+  let name: String
+  let qos: DispatchQoS.QoSClass
+  let taskPriority: TaskPriority
+  let trace: WorkTrace?
+
+  let state: Locked<EngineState>
+  /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
+  let readyHint = Atomic<Int>(0)
+  /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
+  let pausedHint = Atomic<Bool>(false)
+  /// Idle serial dispatch queues that run workers, one worker each at a time.
+  let lanes = Locked<[DispatchQueue]>([])
+
+  init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?) {
+    self.name = name
+    self.qos = qos
+    self.trace = trace
+    self.state = Locked(EngineState(scheduler: WorkScheduler(width: width, priorities: WorkPriority.allCases.count)))
+    switch qos {
+    case .userInteractive, .userInitiated: taskPriority = .high
+    case .utility: taskPriority = .utility
+    case .background: taskPriority = .background
+    default: taskPriority = .medium
+    }
+  }
+
+  /// Copies the scheduler's ready count and paused flag for lingering workers. Call with the lock held.
+  @inline(__always)
+  func publishHints(_ state: borrowing EngineState) {
+    readyHint.store(state.scheduler.readyCount, ordering: .relaxed)
+    pausedHint.store(state.scheduler.isPaused, ordering: .relaxed)
+  }
+
+  // MARK: - Adding
+
+  /// Registers a new item and wires it to its dependencies; it starts once they finished and a slot is free.
+  func admit(_ work: AnyWork, dependencies: [AnyWork]) {
+    if dependencies.isEmpty {
+      _ = work.dependencyResolved()  // pending → ready; nothing else can see the item yet
+      let starts = state.withLock { state in
+        state.register(work)
+        let starts = state.scheduler.makeReady(work, priority: work.priority.rawValue)
+        publishHints(state)
+        return starts
+      }
+      start(starts)
+      return
+    }
+    state.withLock { $0.register(work) }
+    for dependency in dependencies {
+      guard let termination = dependency.addDependent(work) else { continue }
+      if termination.isSuccess || work.acceptsFailedDependencies {
+        _ = work.remaining.subtract(1, ordering: .acquiringAndReleasing)
+      } else if let completed = work.completeWithoutRunning(termination) {
+        retire(work, completed: completed)
+        return
+      }
+    }
+    if work.dependencyResolved() != nil { makeReady(work) }
+  }
+
+  /// Queues `item` (ready) and starts whatever the scheduler says.
+  func makeReady(_ item: AnyWork) {
+    let starts = state.withLock { state in
+      let starts = state.scheduler.makeReady(item, priority: item.priority.rawValue)
+      publishHints(state)
+      return starts
+    }
+    start(starts)
+  }
+
+  // MARK: - Control
+
+  func suspend() {
+    state.withLock { state in
+      state.scheduler.suspend()
+      publishHints(state)
+    }
+  }
+
+  func resume() {
+    let starts = state.withLock { state in
+      let starts = state.scheduler.resume()
+      publishHints(state)
+      return starts
+    }
+    start(starts)
+  }
+
+  func setWidth(_ width: Int) {
+    let starts = state.withLock { state in
+      let starts = state.scheduler.setWidth(width)
+      publishHints(state)
+      return starts
+    }
+    start(starts)
+  }
+
+  /// Cancels every unfinished item: queued ones complete as cancelled, running ones are asked to stop.
+  func cancelAll() {
+    let items: [AnyWork] = state.withLock { state in
+      _ = state.scheduler.removeAllReady()
+      publishHints(state)
+      return state.unfinishedItems()
+    }
+    for item in items { item.cancel() }
+  }
+
+  // MARK: - Waiting
+
+  /// Blocks until nothing is unfinished.
+  func waitUntilAllFinished() {
+    let semaphore = DispatchSemaphore(value: 0)
+    let registered = state.withLock { $0.scheduler.addWaiter(.semaphore(semaphore)) }
+    if registered { semaphore.wait() }
+  }
+
+  /// Waits until nothing is unfinished; throws `CancellationError` as soon as the awaiting task is cancelled.
+  func allFinished() async throws {
+    let waiter = OneShotContinuation<Void>()
+    try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in
+        waiter.arm(continuation)
+        let registered = state.withLock { $0.scheduler.addWaiter(.continuation(waiter)) }
+        if !registered { waiter.resume(with: .success(())) }
+      }
+    } onCancel: {
+      if waiter.resume(with: .failure(CancellationError())) {
+        state.withLock { state in
+          state.scheduler.removeWaiters { if case .continuation(let other) = $0 { other === waiter } else { false } }
+        }
+      }
+    }
+  }
+
+  /// Checks that a body may block waiting for `work`; returns the engine whose blocked-wait count it raised
+  /// (call `endBlockedWait()` after the wait), or throws when the wait could never end.
+  static func checkWait(for work: AnyWork) throws(WorkDeadlockError) -> WorkEngine? {
+    guard let current = WorkContext.currentWork else { return nil }
+    func deadlock(_ reason: String, _ queue: String) -> WorkDeadlockError {
+      WorkDeadlockError(work: work.name, waiter: current.name, queue: queue, reason: reason)
+    }
+    if current === work {
+      throw deadlock("a body cannot wait for its own work", work.queueName)
+    }
+    guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
+    guard !work.lock.withLock({ work.phase.isStarted }) else { return nil }
+    let width: Int? = engine.state.withLock { state in
+      let width = state.scheduler.width
+      guard state.blockedWaits + 1 < width else { return width }
+      state.blockedWaits += 1
+      return nil
+    }
+    if let width {
+      throw deadlock(
+        width == 1
+          ? "the queue is serial, and the work cannot start before this body ends"
+          : "all \(width) slots of the queue would be blocked waiting for work that has not started",
+        engine.name
+      )
+    }
+    return engine
+  }
+
+  func endBlockedWait() {
+    state.withLock { $0.blockedWaits -= 1 }
+  }
+}
+
+/// What the engine's lock guards.
+struct EngineState {
+  var scheduler: WorkScheduler<AnyWork, Waiter>
+  /// The newest unfinished item; the registry links every unfinished item (for `cancelAll` and reports).
+  var registryHead: AnyWork?
+  /// Bodies of this queue blocked in `Work.wait()` for unstarted work of this queue.
+  var blockedWaits = 0
+
+  init(scheduler: WorkScheduler<AnyWork, Waiter>) {
+    self.scheduler = scheduler
+  }
+
+  mutating func register(_ item: AnyWork) {
+    scheduler.added()
+    item.registryNext = registryHead
+    registryHead?.registryPrevious = item
+    registryHead = item
+  }
+
+  /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one.
+  mutating func unregister(_ item: AnyWork) -> [Waiter] {
+    let next = item.registryNext
+    let previous = item.registryPrevious
+    if let previous {
+      previous.registryNext = next
+    } else {
+      registryHead = next
+    }
+    next?.registryPrevious = previous
+    item.registryNext = nil
+    item.registryPrevious = nil
+    return scheduler.retired()
+  }
+
+  func unfinishedItems() -> [AnyWork] {
+    var items: [AnyWork] = []
+    items.reserveCapacity(scheduler.unfinished)
+    var cursor = registryHead
+    while let item = cursor {
+      items.append(item)
+      cursor = item.registryNext
+    }
+    return items.reversed()
+  }
+}
+
+/// Someone waiting for a queue to have no unfinished work.
+enum Waiter: Sendable {
+  case semaphore(DispatchSemaphore)
+  case continuation(OneShotContinuation<Void>)
+
+  func resume() {
+    switch self {
+    case .semaphore(let semaphore): semaphore.signal()
+    case .continuation(let continuation): continuation.resume(with: .success(()))
+    }
+  }
+}

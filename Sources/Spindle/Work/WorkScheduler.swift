@@ -1,0 +1,200 @@
+/// Every scheduling decision of one queue, as a value type with no locks and no threads.
+///
+/// The engine keeps one `WorkScheduler` inside its lock and feeds it events: an item became ready, a worker
+/// finished its item, a lingering worker woke up, an `async` or callback body ended, the queue was suspended,
+/// resumed or resized, someone waits for the queue to drain. Each event returns what must happen next (items to
+/// start, a step for the worker, waiters to wake), which the engine carries out after unlocking. The shape is
+/// the one of swift-async-algorithms' state machines: decisions here, effects outside.
+///
+/// The rules it keeps (the model-based tests check them after every event):
+/// - **Width.** `slots` (bodies running plus workers between items or lingering) never exceeds `width`
+///   unless the width was lowered while they ran; then no new item starts until enough of them ended.
+/// - **No hidden ready work.** Ready items live only here, in one queue per priority: there are no private
+///   batches. Whenever an item is ready, a slot is free and no lingering worker can take it, the event
+///   that made it so returns a start for it.
+/// - **Priority.** Items start highest priority first, first in, first out within a priority: at width 1
+///   in exactly that order, and at any width no item starts while a higher-priority one waits unstarted.
+/// - **Suspension and batches.** While suspended (or while a batch is being added) nothing starts; workers
+///   that finish an item give their slot back.
+struct WorkScheduler<Item, Waiter> {
+  /// What a worker that holds a slot does next.
+  enum WorkerStep {
+    /// Run this item, keeping the slot.
+    case run(Item)
+    /// Keep the slot for a moment and watch for ready work (``lingerEnded()`` when done).
+    case linger
+    /// Stop: the slot is free again.
+    case exit
+  }
+
+  /// The largest number of slots in use at once.
+  private(set) var width: Int
+  /// Ready items by priority index (highest last).
+  private var ready: [RingBuffer<Item>]
+  /// Items in `ready`.
+  private(set) var readyCount = 0
+  /// Slots in use: bodies running (synchronous, `async`, callback) and workers between two items or lingering.
+  private(set) var slots = 0
+  /// Workers that hold a slot with nothing to run, watching the ready count for a moment.
+  private(set) var idle = 0
+  /// Whether ``suspend()`` was called without a matching ``resume()``.
+  private(set) var isSuspended = false
+  /// Open batches (``hold()`` without ``release()``): nothing starts while there are any.
+  private(set) var holds = 0
+  /// Items added and not yet retired.
+  private(set) var unfinished = 0
+  /// Who waits for `unfinished` to reach 0.
+  private(set) var waiters: [Waiter] = []
+
+  init(width: Int, priorities: Int) {
+    precondition(width >= 1 && priorities >= 1)
+    self.width = width
+    self.ready = Array(repeating: RingBuffer(), count: priorities)
+  }
+
+  /// Whether starting is paused (suspended, or a batch is open).
+  var isPaused: Bool { isSuspended || holds > 0 }
+
+  // MARK: - Items
+
+  /// An item was added: it counts as unfinished until ``retired()``.
+  mutating func added() {
+    unfinished += 1
+  }
+
+  /// An item completed; returns the waiters to wake when it was the last unfinished one.
+  mutating func retired() -> [Waiter] {
+    unfinished -= 1
+    guard unfinished == 0, !waiters.isEmpty else { return [] }
+    defer { waiters = [] }
+    return waiters
+  }
+
+  /// An item's dependencies are done: queues it and returns the items to start now, each with a slot taken.
+  ///
+  /// The fast path hands the item itself straight back when nothing else waits and a slot is free.
+  mutating func makeReady(_ item: Item, priority: Int) -> SmallList<Item> {
+    if readyCount == 0 && idle == 0 && slots < width && !isPaused {
+      slots += 1
+      return SmallList(item)
+    }
+    push(item, priority: priority)
+    return takeStarts()
+  }
+
+  /// Queues a ready item without starting anything (the caller asks for starts once it queued them all).
+  mutating func push(_ item: Item, priority: Int) {
+    ready[priority].append(item)
+    readyCount += 1
+  }
+
+  /// Takes a slot for each ready item that no lingering worker will take, while slots are free.
+  mutating func takeStarts() -> SmallList<Item> {
+    var starts = SmallList<Item>()
+    while !isPaused && slots < width && readyCount > idle, let item = popReady() {
+      slots += 1
+      starts.append(item)
+    }
+    return starts
+  }
+
+  private mutating func popReady() -> Item? {
+    guard readyCount > 0 else { return nil }
+    var priority = ready.count - 1
+    while priority >= 0 {
+      if let item = ready[priority].popFirst() {
+        readyCount -= 1
+        return item
+      }
+      priority -= 1
+    }
+    return nil
+  }
+
+  /// Removes every queued item (they were cancelled) and returns them.
+  mutating func removeAllReady() -> [Item] {
+    var all: [Item] = []
+    for priority in ready.indices.reversed() { all += ready[priority].removeAll() }
+    readyCount = 0
+    return all
+  }
+
+  // MARK: - Workers and slots
+
+  /// A worker that holds a slot finished (or skipped) its item: the next item to run, or linger, or exit.
+  mutating func workerDone(mayLinger: Bool) -> WorkerStep {
+    if !isPaused && slots <= width {
+      if let item = popReady() { return .run(item) }
+      if mayLinger {
+        idle += 1
+        return .linger
+      }
+    }
+    slots -= 1
+    return .exit
+  }
+
+  /// A lingering worker stopped watching (it saw ready work, a pause, or its time ran out).
+  mutating func lingerEnded() -> WorkerStep {
+    idle -= 1
+    return workerDone(mayLinger: false)
+  }
+
+  /// An `async` or callback body that held a slot ended: the next item inherits the slot, or it is freed.
+  mutating func detachedBodyEnded() -> Item? {
+    if !isPaused && slots <= width, let item = popReady() { return item }
+    slots -= 1
+    return nil
+  }
+
+  // MARK: - Control
+
+  mutating func suspend() {
+    isSuspended = true
+  }
+
+  mutating func resume() -> SmallList<Item> {
+    isSuspended = false
+    return takeStarts()
+  }
+
+  /// Opens a batch: nothing starts until the matching ``release()``.
+  mutating func hold() {
+    holds += 1
+  }
+
+  mutating func release() -> SmallList<Item> {
+    holds -= 1
+    return takeStarts()
+  }
+
+  /// Changes the width. Raising it starts ready work at once; lowering it lets running bodies finish and
+  /// starts nothing new until the slots in use are below the new width.
+  mutating func setWidth(_ newWidth: Int) -> SmallList<Item> {
+    precondition(newWidth >= 1)
+    width = newWidth
+    return takeStarts()
+  }
+
+  // MARK: - Waiters
+
+  /// Registers a waiter for the queue to drain; `false` (not registered) when nothing is unfinished.
+  mutating func addWaiter(_ waiter: Waiter) -> Bool {
+    guard unfinished > 0 else { return false }
+    waiters.append(waiter)
+    return true
+  }
+
+  /// Removes the waiters that match (a waiter that gave up).
+  mutating func removeWaiters(where shouldRemove: (Waiter) -> Bool) {
+    waiters.removeAll(where: shouldRemove)
+  }
+}
+
+extension SmallList {
+  /// A list of one element.
+  init(_ element: Element) {
+    self.init()
+    append(element)
+  }
+}
