@@ -1,5 +1,3 @@
-import Dispatch
-
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Musl)
@@ -10,11 +8,11 @@ import Dispatch
 
 // Workers: who runs bodies, on which thread.
 //
-// - A synchronous or callback body runs on a worker: a loop on a serial dispatch queue of its own ("lane"),
-//   taken from a pool. Serial queues get threads from Dispatch's overcommitting pool, so width N really runs N
-//   blocking bodies at once, and blocked bodies never hold threads of the shared pool that Swift concurrency
-//   needs. A worker holds one slot; it runs items until none is ready, then lingers a moment and gives its slot
-//   back. There is at most one worker per slot, so a queue's bodies use at most `maxConcurrent` lanes.
+// - A synchronous or callback body runs on a worker: a loop on a thread of the `WorkerPool`, so width N really
+//   runs N blocking bodies at once, and blocked bodies never hold threads of the shared pool that Swift
+//   concurrency needs. A worker holds one slot; it runs items until none is ready, then lingers a moment and
+//   gives its slot back. There is at most one worker per slot, so a queue's bodies run on at most
+//   `maxConcurrent` threads at once, and the pool makes a thread only when all of its threads are busy.
 // - An `async` body runs in a task of its own, started directly by whichever thread gives it a slot (the adding
 //   thread, a worker, or the task of the `async` body that ended before it): no lane, no thread hop.
 // - A callback body that calls `finish` before it returns is completed by its worker, which goes on with the
@@ -50,15 +48,9 @@ extension WorkEngine {
     startWorker(item)
   }
 
-  /// Runs a worker for `item` on a lane of its own.
+  /// Runs a worker for `item` on a thread of the worker pool.
   func startWorker(_ item: AnyWork) {
-    let lane =
-      lanes.withLock { $0.popLast() }
-      ?? DispatchQueue(label: "\(name).worker", qos: DispatchQoS(qosClass: qos, relativePriority: 0))
-    lane.async {
-      self.runWorker(item)
-      self.lanes.withLock { $0.append(lane) }
-    }
+    WorkerPool.shared.start(item, on: self)
   }
 
   /// A worker: holds one slot and runs ready items, highest priority first, until none is left.

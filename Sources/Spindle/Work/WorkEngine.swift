@@ -17,8 +17,8 @@ import Synchronization
 /// Locking: `state` (the scheduler, the registry of unfinished items) is one lock per queue; each item has its
 /// own small lock (see ``AnyWork``). The engine never holds its lock while taking an item's lock or running
 /// user code, except `register`/`unregister`, which only touch the registry links.
-// @unchecked Sendable: `state` is a lock box; `readyHint` and `pausedHint` are atomics; `lanes` is a lock box;
-// everything else is immutable.
+// @unchecked Sendable: `state` is a lock box; `readyHint` and `pausedHint` are atomics; everything else is
+// immutable.
 final class WorkEngine: @unchecked Sendable {
   let name: String
   let qos: DispatchQoS.QoSClass
@@ -30,8 +30,6 @@ final class WorkEngine: @unchecked Sendable {
   let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
   let pausedHint = Atomic<Bool>(false)
-  /// Idle serial dispatch queues that run workers, one worker each at a time.
-  let lanes = Locked<[DispatchQueue]>([])
 
   init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?) {
     self.name = name

@@ -184,7 +184,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      body: .sync { [type] work in type.runSync(work) { try body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue()) } }
+      body: .sync { [type] work in
+        type.runSync(work) {
+          try body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
+        }
+      }
     )
   }
 
@@ -222,7 +226,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      body: .async { [type] work in await type.runAsync(work) { try await body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue()) } }
+      body: .async { [type] work in
+        await type.runAsync(work) {
+          try await body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
+        }
+      }
     )
   }
 
@@ -323,7 +331,9 @@ extension WorkQueue {
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    body: @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>) throws -> Value
+    body:
+      @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>)
+      throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
@@ -332,7 +342,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      body: .sync { [type] work in type.runSync(work) { try body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult()) } }
+      body: .sync { [type] work in
+        type.runSync(work) {
+          try body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
+        }
+      }
     )
   }
 
@@ -361,7 +375,9 @@ extension WorkQueue {
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
-    body: @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>) async throws -> Value
+    body:
+      @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>)
+      async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
     return makeWork(
@@ -370,7 +386,11 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      body: .async { [type] work in await type.runAsync(work) { try await body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult()) } }
+      body: .async { [type] work in
+        await type.runAsync(work) {
+          try await body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
+        }
+      }
     )
   }
 

@@ -1,0 +1,281 @@
+import Testing
+
+@testable import Spindle
+
+/// The scheduler state machine, driven synchronously with no threads.
+@Suite("WorkScheduler")
+struct WorkSchedulerTests {
+  typealias Scheduler = WorkScheduler<Int, Int>
+
+  @Test("a free slot takes the item at once; beyond the width items wait in priority order, FIFO within one")
+  func priorityAndFIFO() {
+    var s = Scheduler(width: 1, priorities: 5)
+    #expect(Array(s.makeReady(0, priority: 2)) == [0])
+    #expect(Array(s.makeReady(1, priority: 0)).isEmpty)
+    #expect(Array(s.makeReady(2, priority: 4)).isEmpty)
+    #expect(Array(s.makeReady(3, priority: 2)).isEmpty)
+    #expect(Array(s.makeReady(4, priority: 4)).isEmpty)
+    var order: [Int] = []
+    while case .run(let next) = s.workerDone(mayLinger: false) { order.append(next) }
+    #expect(order == [2, 4, 3, 1])
+    #expect(s.slots == 0)
+  }
+
+  @Test("a lingering worker is counted: ready items it will take start no new worker; the rest take free slots")
+  func lingeringWorkerTakesReadyWork() {
+    var s = Scheduler(width: 3, priorities: 5)
+    #expect(Array(s.makeReady(0, priority: 2)) == [0])
+    guard case .linger = s.workerDone(mayLinger: true) else {
+      Issue.record("expected the worker to linger")
+      return
+    }
+    #expect(s.idle == 1 && s.slots == 1)
+    // One item: the lingering worker takes it; no start.
+    #expect(Array(s.makeReady(1, priority: 2)).isEmpty)
+    // A second item: a free slot starts at once (no item waits behind the lingering worker), with the oldest.
+    #expect(Array(s.makeReady(2, priority: 2)) == [1])
+    guard case .run(let next) = s.lingerEnded() else {
+      Issue.record("expected the lingering worker to take the ready item")
+      return
+    }
+    #expect(next == 2)
+    #expect(s.slots == 2 && s.idle == 0 && s.readyCount == 0)
+  }
+
+  @Test("suspension and batches start nothing; resume and release start in priority order")
+  func pausing() {
+    var s = Scheduler(width: 2, priorities: 5)
+    s.suspend()
+    s.hold()
+    #expect(Array(s.makeReady(0, priority: 0)).isEmpty)
+    #expect(Array(s.makeReady(1, priority: 4)).isEmpty)
+    #expect(Array(s.makeReady(2, priority: 3)).isEmpty)
+    #expect(Array(s.resume()).isEmpty)  // the batch still holds
+    #expect(Array(s.release()) == [1, 2])
+    #expect(s.slots == 2)
+  }
+
+  @Test("lowering the width lets running work finish and starts nothing until below it")
+  func lowerWidth() {
+    var s = Scheduler(width: 3, priorities: 5)
+    for item in 0..<3 { #expect(Array(s.makeReady(item, priority: 2)) == [item]) }
+    #expect(Array(s.makeReady(3, priority: 2)).isEmpty)
+    #expect(Array(s.setWidth(1)).isEmpty)
+    guard case .exit = s.workerDone(mayLinger: true) else {
+      Issue.record("a worker above the lowered width must stop")
+      return
+    }
+    #expect(s.detachedBodyEnded() == nil)  // 1 slot left: still at the width, nothing starts
+    guard case .run(let next) = s.workerDone(mayLinger: false) else {
+      Issue.record("the last worker, within the width, takes the ready item")
+      return
+    }
+    #expect(next == 3 && s.slots == 1)
+  }
+
+  @Test("waiters are woken when the last unfinished item retires, and can leave")
+  func waiters() {
+    var s = Scheduler(width: 1, priorities: 5)
+    let early = s.addWaiter(1)
+    #expect(!early)  // nothing unfinished
+    s.added()
+    s.added()
+    let first = s.addWaiter(1)
+    let second = s.addWaiter(2)
+    #expect(first && second)
+    s.removeWaiters { $0 == 1 }
+    #expect(s.retired().isEmpty)
+    #expect(s.retired() == [2])
+  }
+
+  // MARK: - Model-based
+
+  /// A reference model of what the scheduler promises, checked after every random event.
+  struct Model {
+    var width: Int
+    var suspended = false
+    var holds = 0
+    var ready: [(item: Int, priority: Int, seq: Int)] = []
+    var workers: [Int] = []  // items run by workers (synchronous bodies)
+    var detached: [Int] = []  // items whose async/callback bodies hold a slot
+    var lingering = 0
+    var started = Set<Int>()
+    var paused: Bool { suspended || holds > 0 }
+    var slots: Int { workers.count + detached.count + lingering }
+
+    /// The item the scheduler must start next: highest priority, then first in.
+    var best: Int? {
+      ready.min { ($0.priority, -$0.seq) > ($1.priority, -$1.seq) }?.item
+    }
+  }
+
+  enum Event: CustomStringConvertible {
+    case add(priority: Int, detached: Bool)
+    case workerDone(index: Int, mayLinger: Bool)
+    case lingerEnded
+    case detachedEnded(index: Int)
+    case suspend, resume, hold, release
+    case setWidth(Int)
+
+    var description: String {
+      switch self {
+      case .add(let p, let d): "add(p\(p)\(d ? ", async" : ""))"
+      case .workerDone(let i, let l): "workerDone(#\(i)\(l ? ", linger" : ""))"
+      case .lingerEnded: "lingerEnded"
+      case .detachedEnded(let i): "detachedEnded(#\(i))"
+      case .suspend: "suspend"
+      case .resume: "resume"
+      case .hold: "hold"
+      case .release: "release"
+      case .setWidth(let w): "setWidth(\(w))"
+      }
+    }
+  }
+
+  /// Runs `count` random events from `seed`; returns a description of the first broken rule, or `nil`.
+  static func run(seed: UInt64, count: Int, log: inout [String]) -> String? {
+    var rng = SeededGenerator(seed: seed)
+    let initialWidth = Int(rng.next() % 4) + 1
+    var s = Scheduler(width: initialWidth, priorities: 5)
+    var m = Model(width: initialWidth)
+    var isDetached: [Int: Bool] = [:]
+    var nextItem = 0
+    var seq = 0
+    var everLowered = false
+
+    func takeStart(_ item: Int, _ m: inout Model, viaSlot: Bool) -> String? {
+      guard let best = m.best else { return "started \(item) but the model has nothing ready" }
+      let expectedPriority = m.ready.first { $0.item == best }!.priority
+      guard let entry = m.ready.firstIndex(where: { $0.item == item }) else {
+        return "started \(item), which is not ready"
+      }
+      if m.ready[entry].priority != expectedPriority || (m.ready[entry].priority == expectedPriority && item != best) {
+        return
+          "started \(item) (priority \(m.ready[entry].priority)) while \(best) (priority \(expectedPriority)) waited first"
+      }
+      m.ready.remove(at: entry)
+      guard m.started.insert(item).inserted else { return "started \(item) twice" }
+      if isDetached[item] == true { m.detached.append(item) } else { m.workers.append(item) }
+      return nil
+    }
+
+    for step in 0..<count {
+      let roll = rng.next() % 100
+      let event: Event
+      switch roll {
+      case 0..<40: event = .add(priority: Int(rng.next() % 5), detached: rng.next() % 3 == 0)
+      case 40..<65 where !m.workers.isEmpty:
+        event = .workerDone(index: Int(rng.next() % UInt64(m.workers.count)), mayLinger: rng.next() % 2 == 0)
+      case 65..<72 where m.lingering > 0: event = .lingerEnded
+      case 72..<84 where !m.detached.isEmpty: event = .detachedEnded(index: Int(rng.next() % UInt64(m.detached.count)))
+      case 84..<87: event = .suspend
+      case 87..<91: event = .resume
+      case 91..<93: event = .hold
+      case 93..<96 where m.holds > 0: event = .release
+      case 96..<100: event = .setWidth(Int(rng.next() % 4) + 1)
+      default: continue
+      }
+      log.append("\(step): \(event)")
+      var starts: [Int] = []
+      switch event {
+      case .add(let priority, let detached):
+        let item = nextItem
+        nextItem += 1
+        isDetached[item] = detached
+        m.ready.append((item, priority, seq))
+        seq += 1
+        starts = Array(s.makeReady(item, priority: priority))
+      case .workerDone(let index, let mayLinger):
+        let item = m.workers.remove(at: index)
+        _ = item
+        switch s.workerDone(mayLinger: mayLinger) {
+        case .run(let next):
+          // The worker keeps its slot for `next`.
+          if let problem = takeStart(next, &m, viaSlot: false) { return problem }
+        case .linger:
+          m.lingering += 1
+        case .exit:
+          break
+        }
+        starts = Array(s.takeStarts())
+      case .lingerEnded:
+        m.lingering -= 1
+        if case .run(let next) = s.lingerEnded() {
+          if let problem = takeStart(next, &m, viaSlot: false) { return problem }
+        }
+        starts = Array(s.takeStarts())
+      case .detachedEnded(let index):
+        m.detached.remove(at: index)
+        if let next = s.detachedBodyEnded() {
+          if let problem = takeStart(next, &m, viaSlot: false) { return problem }
+        }
+        starts = Array(s.takeStarts())
+      case .suspend:
+        s.suspend()
+        m.suspended = true
+      case .resume:
+        m.suspended = false
+        starts = Array(s.resume())
+      case .hold:
+        s.hold()
+        m.holds += 1
+      case .release:
+        m.holds -= 1
+        starts = Array(s.release())
+      case .setWidth(let width):
+        if width < m.width { everLowered = true }
+        m.width = width
+        starts = Array(s.setWidth(width))
+      }
+      for item in starts {
+        if m.paused { return "started \(item) while paused" }
+        if let problem = takeStart(item, &m, viaSlot: true) { return problem }
+      }
+      // The rules, after every event.
+      if s.slots != m.slots { return "scheduler counts \(s.slots) slots, the model \(m.slots)" }
+      if s.idle != m.lingering { return "scheduler counts \(s.idle) lingering workers, the model \(m.lingering)" }
+      if s.readyCount != m.ready.count { return "scheduler has \(s.readyCount) ready, the model \(m.ready.count)" }
+      if !everLowered && m.slots > m.width { return "\(m.slots) slots in use at width \(m.width)" }
+      if !starts.isEmpty && m.slots > m.width { return "started work with \(m.slots) slots at width \(m.width)" }
+      if !m.paused && m.slots < m.width && m.ready.count > m.lingering {
+        return
+          "hidden ready work: \(m.ready.count) ready, \(m.lingering) lingering, \(m.slots) of \(m.width) slots used"
+      }
+    }
+    return nil
+  }
+
+  @Test("random event sequences keep width, priority order and no hidden ready work", arguments: 0..<40)
+  func modelBased(seedIndex: Int) {
+    let seed = UInt64(seedIndex) &* 0x9E37_79B9_7F4A_7C15 &+ 12345
+    let events = stressEnabled ? 5_000 : 400
+    var log: [String] = []
+    guard let problem = Self.run(seed: seed, count: events, log: &log) else { return }
+    // Shrink: the shortest prefix of the same sequence that still breaks a rule.
+    var shortest = events
+    var shortestProblem = problem
+    var low = 1
+    var high = events
+    while low < high {
+      let middle = (low + high) / 2
+      var prefixLog: [String] = []
+      if let p = Self.run(seed: seed, count: middle, log: &prefixLog) {
+        high = middle
+        shortest = middle
+        shortestProblem = p
+      } else {
+        low = middle + 1
+      }
+    }
+    var replay: [String] = []
+    _ = Self.run(seed: seed, count: shortest, log: &replay)
+    Issue.record(
+      """
+      seed \(seed): \(shortestProblem)
+      shortest failing sequence (\(replay.count) events), replay with WorkSchedulerTests.run(seed: \(seed), \
+      count: \(shortest)):
+      \(replay.joined(separator: "\n"))
+      """
+    )
+  }
+}
