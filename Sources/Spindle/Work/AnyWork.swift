@@ -57,6 +57,12 @@ public class AnyWork: @unchecked Sendable {
   var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
   var inlineTermination: Termination?
+  // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
+  var isBarrier = false
+  // lock: what the work waits for, until it completes
+  var dependencyList: [AnyWork]
+  // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
+  var extras: WorkExtras?
 
   // The owning engine's state lock.
   var registryNext: AnyWork?
@@ -69,9 +75,13 @@ public class AnyWork: @unchecked Sendable {
     priority: WorkPriority,
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
+    dependencies: [AnyWork],
+    options: WorkOptions?,
     body: ErasedBody
   ) {
     self.engine = engine
+    self.dependencyList = dependencies
+    if let options { self.extras = WorkExtras(options: options) }
     self.queueName = engine.name
     self.body = body
     self.name = name
@@ -98,6 +108,22 @@ public class AnyWork: @unchecked Sendable {
   ///   `CancellationError`; otherwise it keeps the body's outcome.
   /// - Finished work is not affected. Calling `cancel()` more than once is harmless.
   public func cancel() {
+    cancel(reason: nil)
+  }
+
+  /// Cancels the work, as ``cancel()`` does, with a reason that its error and its observers show.
+  ///
+  /// Work cancelled before it ran fails with a ``WorkCancellationError`` carrying `reason` (it still counts
+  /// as ``WorkState/cancelled``, and its dependents end cancelled too).
+  ///
+  /// ```swift
+  /// thumbnail.cancel(reason: "scrolled away")
+  /// ```
+  public func cancel(reason: String) {
+    cancel(reason: Optional(reason))
+  }
+
+  private func cancel(reason: String?) {
     enum Action {
       case none
       case completed(Completed)
@@ -105,15 +131,26 @@ public class AnyWork: @unchecked Sendable {
     }
     let action: Action = lock.withLock {
       switch phase {
+      case .pending where isBarrier, .ready where isBarrier:
+        // A barrier still orders the queue: it skips its body when it runs (see `addBarrier`).
+        cancelRequested = true
+        return .none
       case .pending, .ready:
+        if let reason {
+          return .completed(completeLocked(.failed(WorkCancellationError(work: name, reason: reason))))
+        }
         return .completed(completeLocked(.cancelled))
       case .running:
         guard !cancelRequested else { return .none }
+        if let reason {
+          if extras == nil { extras = WorkExtras(options: WorkOptions()) }
+          extras?.cancelReason = reason
+        }
         cancelRequested = true
         let handlers = cancelHandlers
         cancelHandlers = SmallList()
         return .running(runningTask, handlers)
-      case .finished, .failed, .cancelled:
+      case .finished, .failed, .cancelled, .cancelledWithReason:
         return .none
       }
     }
@@ -121,6 +158,7 @@ public class AnyWork: @unchecked Sendable {
     case .none:
       break
     case .running(let task, let handlers):
+      currentEngine?.emit(.cancelRequested(reason: reason), for: self)
       task?.cancel()
       for handler in handlers { handler() }
     case .completed(let completed):
@@ -131,8 +169,10 @@ public class AnyWork: @unchecked Sendable {
   /// Whether the body has been asked to stop (or the work was cancelled before it ran).
   var isCancellationRequested: Bool {
     lock.withLock {
-      if case .cancelled = phase { return true }
-      return cancelRequested
+      switch phase {
+      case .cancelled, .cancelledWithReason: return true
+      default: return cancelRequested
+      }
     }
   }
 
@@ -144,7 +184,7 @@ public class AnyWork: @unchecked Sendable {
         if cancelRequested { return true }
         cancelHandlers.append(handler)
         return false
-      case .cancelled:
+      case .cancelled, .cancelledWithReason:
         return true
       case .pending, .ready, .finished, .failed:
         return false
@@ -170,8 +210,22 @@ public class AnyWork: @unchecked Sendable {
       return .skipped
     }
     phase = .running
-    self.body = nil
     let trace = engine?.trace
+    if let engine, engine.isObserved.load(ordering: .relaxed) {
+      let attempt = extras?.attempts ?? 1
+      lock.unlock()
+      engine.emit(.willStart(attempt: attempt), for: self)
+      engine.emit(.started(attempt: attempt), for: self)
+      lock.lock()
+    }
+    if let extras {
+      // The slow path: conditions, timeouts and retries. Plain work never gets here.
+      if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
+      self.body = nil
+      lock.unlock()
+      return executeWithExtras(body, extras, trace)
+    }
+    self.body = nil
     switch body {
     case .sync(let run):
       lock.unlock()
@@ -225,17 +279,197 @@ public class AnyWork: @unchecked Sendable {
 
   /// Completes an `async` or callback body (its value, if any, is already stored); it held its slot until now.
   final func finishDetached(_ termination: Termination) {
-    let completed: Completed? = lock.withLock {
+    let retryable = retryableError(termination)
+    let settled: Settled? = lock.withLock {
       guard phase.termination == nil else { return nil }
       if inBody {
         // A callback body called `finish` before returning: its worker completes the work.
         inlineTermination = termination
         return nil
       }
-      return completeLocked(termination)
+      return settleLocked(termination, retryable: retryable)
     }
-    guard let completed else { return }
-    completed.engine?.retire(self, completed: completed, releasingSlot: true)
+    switch settled {
+    case nil:
+      break
+    case .completed(let completed):
+      completed.engine?.retire(self, completed: completed, releasingSlot: true)
+    case .retry(let engine, let wait):
+      if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
+      engine.retryLater(self, after: wait, releasingSlot: true)
+    }
+  }
+
+  // MARK: - Conditions, timeouts, retries
+
+  /// How an attempt ended once the rarely used features had their say.
+  enum Settled {
+    case completed(Completed)
+    /// Another attempt, after `wait`; the work is pending again and gives its slot back.
+    case retry(WorkEngine, Duration)
+  }
+
+  /// Runs a body of work that has extras: its condition first, a timeout timer, and a retry on failure.
+  private func executeWithExtras(_ body: ErasedBody, _ extras: WorkExtras, _ trace: WorkTrace?) -> Execution {
+    if let key = extras.options.exclusive, !ExclusivityRegistry.shared.isHeld(key, by: self) {
+      // Back to pending first, so that a release racing this call finds the item ready to be made ready.
+      lock.withLock {
+        phase = .pending
+        self.body = extras.retryBody
+        remaining.store(1, ordering: .releasing)
+      }
+      guard ExclusivityRegistry.shared.acquire(key, for: self) else { return .parked }
+      let resumed: Bool = lock.withLock {
+        guard case .pending = phase else { return false }
+        _ = remaining.subtract(1, ordering: .acquiringAndReleasing)
+        phase = .running
+        self.body = nil
+        return true
+      }
+      // Cancelled in between: it completed (and released the key) on its own; the slot moves on.
+      guard resumed else { return .skipped }
+    }
+    if let condition = extras.options.condition {
+      let outcome: Termination?
+      switch condition(self) {
+      case .run: outcome = nil
+      case .skip(let termination): outcome = termination
+      case .fail(let error): outcome = .failed(error)
+      }
+      if let outcome {
+        return .completed(lock.withLock { completeLocked(outcome) })
+      }
+    }
+    if let timeout = extras.options.timeout {
+      let attempt = lock.withLock { extras.attempts }
+      DispatchQueue.global().asyncAfter(deadline: .now() + dispatchInterval(timeout)) { [weak self] in
+        self?.timeOut(attempt: attempt)
+      }
+    }
+    switch body {
+    case .sync(let run):
+      let start = trace?.now()
+      let saved = WorkContext.bind(self)
+      let termination = run(self)
+      WorkContext.restore(saved)
+      if let trace, let start {
+        trace.record(self, start: start, thread: currentThreadID(), termination: termination)
+      }
+      return settleOnWorker(termination)
+    case .async(let run):
+      let priority = extras.options.qos.map(taskPriority(for:)) ?? engine?.taskPriority
+      let task = Task(priority: priority) { [self] in
+        trace?.recordStart(self)
+        let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
+        finishDetached(termination)
+      }
+      let cancelNow: Bool = lock.withLock {
+        guard case .running = phase else { return false }
+        runningTask = task
+        return cancelRequested
+      }
+      if cancelNow { task.cancel() }
+      return .detached
+    case .callback(let run):
+      lock.withLock { inBody = true }
+      trace?.recordStart(self)
+      let saved = WorkContext.bind(self)
+      WorkContext.$taskWork.withValue(self) { run(self) }
+      WorkContext.restore(saved)
+      let inline: Termination? = lock.withLock {
+        inBody = false
+        defer { inlineTermination = nil }
+        return phase.termination == nil ? inlineTermination : nil
+      }
+      guard let inline else { return .detached }
+      return settleOnWorker(inline)
+    }
+  }
+
+  /// Settles an attempt that ended on the worker that ran it.
+  private func settleOnWorker(_ termination: Termination) -> Execution {
+    let retryable = retryableError(termination)
+    let settled: Settled? = lock.withLock {
+      guard phase.termination == nil else { return nil }
+      return settleLocked(termination, retryable: retryable)
+    }
+    switch settled {
+    case nil: preconditionFailure("Spindle: running work completed twice")
+    case .completed(let completed): return .completed(completed)
+    case .retry(let engine, let wait):
+      if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
+      return .retry(wait)
+    }
+  }
+
+  /// Whether a failed attempt may be tried again, by the policy's own predicate (user code: no lock held).
+  private func retryableError(_ termination: Termination) -> Bool {
+    guard case .failed(let error) = termination, !(error is WorkCancellationError),
+      let retry = lock.withLock({ extras?.options.retry })
+    else { return false }
+    return retry.shouldRetry(error)
+  }
+
+  /// Decides how an attempt ends: a timeout or a cancellation reason replaces its outcome; a retryable failure
+  /// with attempts left makes the work pending again. Call with `lock` held and the phase not final.
+  private func settleLocked(_ termination: Termination, retryable: Bool) -> Settled {
+    guard let extras else { return .completed(completeLocked(termination)) }
+    if extras.timedOut, let timeout = extras.options.timeout {
+      return .completed(completeLocked(.failed(WorkTimeoutError(work: name, queue: queueName, timeout: timeout))))
+    }
+    if case .cancelled = termination, let reason = extras.cancelReason {
+      return .completed(completeLocked(.failed(WorkCancellationError(work: name, reason: reason))))
+    }
+    if retryable, cancelRequested, let retry = extras.options.retry, extras.attempts < retry.maxAttempts {
+      // Cancelled while an attempt ran that would have been retried: the retrying stops, as cancelled.
+      let reason = extras.cancelReason
+      return .completed(
+        completeLocked(reason.map { .failed(WorkCancellationError(work: name, reason: $0)) } ?? .cancelled)
+      )
+    }
+    if retryable, !cancelRequested, let retry = extras.options.retry, extras.attempts < retry.maxAttempts,
+      let engine, let retryBody = extras.retryBody
+    {
+      let wait = retry.wait(after: extras.attempts)
+      extras.attempts += 1
+      phase = .pending
+      body = retryBody
+      runningTask = nil
+      cancelHandlers = SmallList()
+      remaining.store(1, ordering: .releasing)
+      return .retry(engine, wait)
+    }
+    return .completed(completeLocked(termination))
+  }
+
+  /// The timeout of attempt `attempt` fired: if it still runs, it is cancelled and will fail with a timeout.
+  private func timeOut(attempt: Int) {
+    let action: (Task<Void, Never>?, SmallList<@Sendable () -> Void>)? = lock.withLock {
+      guard case .running = phase, let extras, extras.attempts == attempt, !extras.timedOut else { return nil }
+      extras.timedOut = true
+      cancelRequested = true
+      let handlers = cancelHandlers
+      cancelHandlers = SmallList()
+      return (runningTask, handlers)
+    }
+    guard let (task, handlers) = action else { return }
+    task?.cancel()
+    for handler in handlers { handler() }
+  }
+
+  /// The number of the attempt running now, or of the last one (1 without retries).
+  public var attempts: Int {
+    lock.withLock { extras?.attempts ?? 1 }
+  }
+
+  /// The work this work waits for (its typed and ordering-only dependencies), until it completes; then empty.
+  ///
+  /// ```swift
+  /// let deps: [AnyWork] = report.dependencies
+  /// print(deps.map { $0.name ?? "unnamed" })
+  /// ```
+  public var dependencies: [AnyWork] {
+    lock.withLock { dependencyList }
   }
 
   // MARK: - Engine
@@ -250,10 +484,13 @@ public class AnyWork: @unchecked Sendable {
       engine: engine,
       dependents: dependents,
       handlers: completionHandlers,
-      releasedBody: body
+      releasedBody: body,
+      exclusiveKey: extras?.options.exclusive
     )
     engine = nil
     body = nil
+    dependencyList = []
+    extras?.retryBody = nil
     dependents = SmallList()
     completionHandlers = SmallList()
     cancelHandlers = SmallList()
@@ -265,7 +502,7 @@ public class AnyWork: @unchecked Sendable {
     lock.withLock {
       switch phase {
       case .pending, .ready: completeLocked(termination)
-      case .running, .finished, .failed, .cancelled: nil
+      case .running, .finished, .failed, .cancelled, .cancelledWithReason: nil
       }
     }
   }
@@ -309,10 +546,12 @@ enum Phase {
   case finished
   case failed(any Error)
   case cancelled
+  case cancelledWithReason(WorkCancellationError)
 
   init(_ termination: Termination) {
     switch termination {
     case .finished: self = .finished
+    case .failed(let error as WorkCancellationError): self = .cancelledWithReason(error)
     case .failed(let error): self = .failed(error)
     case .cancelled: self = .cancelled
     }
@@ -324,13 +563,14 @@ enum Phase {
     case .finished: .finished
     case .failed(let error): .failed(error)
     case .cancelled: .cancelled
+    case .cancelledWithReason(let error): .failed(error)
     }
   }
 
   var isStarted: Bool {
     switch self {
     case .pending, .ready: false
-    case .running, .finished, .failed, .cancelled: true
+    case .running, .finished, .failed, .cancelled, .cancelledWithReason: true
     }
   }
 
@@ -341,7 +581,7 @@ enum Phase {
     case .running: .running
     case .finished: .finished
     case .failed: .failed
-    case .cancelled: .cancelled
+    case .cancelled, .cancelledWithReason: .cancelled
     }
   }
 }
@@ -367,6 +607,8 @@ struct Completed {
   var handlers: SmallList<@Sendable () -> Void>
   /// The body of work that completed without running, released with this value outside the lock.
   var releasedBody: ErasedBody?
+  /// The exclusivity key to release (or whose line to leave).
+  var exclusiveKey: String?
 }
 
 /// What happened when the engine asked an item to run.
@@ -378,6 +620,10 @@ enum Execution {
   /// The item completed on this thread (a synchronous body, or a callback body that called `finish` before
   /// returning); the slot is free for the next item.
   case completed(Completed)
+  /// The attempt failed and the work will be tried again after the wait; it is pending, the slot is free.
+  case retry(Duration)
+  /// The work waits for its exclusivity key; it is pending, the slot is free.
+  case parked
 }
 
 /// A body with its value type erased: it runs the user's closure, stores the value in the work item and says
@@ -391,6 +637,28 @@ enum ErasedBody: Sendable {
 extension Termination {
   /// How a body that threw `error` ends: cancelled for `CancellationError`, failed otherwise.
   init(error: any Error) {
-    self = error is CancellationError ? .cancelled : .failed(error)
+    switch error {
+    case is CancellationError: self = .cancelled
+    case let error as WorkCancellationError: self = .failed(error)
+    default: self = .failed(error)
+    }
+  }
+}
+
+/// A `DispatchTimeInterval` for a `Duration` (nanosecond precision, saturating).
+func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+  let (seconds, attoseconds) = duration.components
+  let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+  guard !nanoseconds.overflow, seconds >= 0 else { return seconds < 0 ? .nanoseconds(0) : .never }
+  return .nanoseconds(Int(nanoseconds.partialValue + attoseconds / 1_000_000_000))
+}
+
+/// The task priority that matches a quality of service.
+func taskPriority(for qos: DispatchQoS.QoSClass) -> TaskPriority {
+  switch qos {
+  case .userInteractive, .userInitiated: .high
+  case .utility: .utility
+  case .background: .background
+  default: .medium
   }
 }

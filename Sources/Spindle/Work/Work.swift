@@ -99,6 +99,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     case .finished: .success(storedValue!)
     case .failed(let error): .failure(error)
     case .cancelled: .failure(CancellationError())
+    case .cancelledWithReason(let error): .failure(error)
     }
   }
 
@@ -154,6 +155,12 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     } catch {
       return Termination(error: error)
     }
+  }
+
+  /// Stores the value a condition gives to skipped work, before the work completes under the lock.
+  static func store(_ value: Value, in work: AnyWork) {
+    let work = unsafeDowncast(work, to: self)
+    work.lock.withLock { work.storedValue = value }
   }
 
   /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.

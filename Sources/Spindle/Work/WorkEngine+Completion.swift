@@ -9,8 +9,9 @@ extension WorkEngine {
     var ended: [(AnyWork, Completed)] = []
     Self.propagate(completed, ready: &ready, ended: &ended)
     var foreign = SmallList<(AnyWork, WorkEngine)>()
+    var released: [AnyWork] = []
     let (step, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item)
+      let waiters = state.unregister(item, released: &released)
       for (dependent, engine) in ready {
         if engine === self {
           state.scheduler.push(dependent, priority: dependent.priority.rawValue)
@@ -20,10 +21,19 @@ extension WorkEngine {
       }
       let step = state.scheduler.workerDone(mayLinger: true)
       let starts = state.scheduler.takeStarts()
+      if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (step, starts, waiters)
     }
-    finishRetiring(starts: starts, foreign: foreign, completed: completed, waiters: waiters, ended: ended)
+    finishRetiring(
+      item,
+      starts: starts,
+      foreign: foreign,
+      completed: completed,
+      waiters: waiters,
+      ended: ended,
+      released: released
+    )
     return step
   }
 
@@ -35,8 +45,9 @@ extension WorkEngine {
     var ended: [(AnyWork, Completed)] = []
     Self.propagate(completed, ready: &ready, ended: &ended)
     var foreign = SmallList<(AnyWork, WorkEngine)>()
+    var released: [AnyWork] = []
     let (next, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item)
+      let waiters = state.unregister(item, released: &released)
       for (dependent, engine) in ready {
         if engine === self {
           state.scheduler.push(dependent, priority: dependent.priority.rawValue)
@@ -46,23 +57,39 @@ extension WorkEngine {
       }
       let next = releasingSlot ? state.scheduler.detachedBodyEnded() : nil
       let starts = state.scheduler.takeStarts()
+      if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (next, starts, waiters)
     }
     if let next { startHolding(next) }
-    finishRetiring(starts: starts, foreign: foreign, completed: completed, waiters: waiters, ended: ended)
+    finishRetiring(
+      item,
+      starts: starts,
+      foreign: foreign,
+      completed: completed,
+      waiters: waiters,
+      ended: ended,
+      released: released
+    )
   }
 
   /// What follows a retirement, outside the lock: start work, queue dependents on other queues, run completion
   /// handlers, wake waiters, retire the dependents that ended with the item.
   private func finishRetiring(
+    _ item: AnyWork,
     starts: SmallList<AnyWork>,
     foreign: SmallList<(AnyWork, WorkEngine)>,
     completed: Completed,
     waiters: [Waiter],
-    ended: [(AnyWork, Completed)]
+    ended: [(AnyWork, Completed)],
+    released: [AnyWork]
   ) {
     start(starts)
+    emit(.finished(WorkOutcome(completed.termination)), for: item)
+    for follower in released {
+      if let engine = follower.dependencyResolved() { engine.makeReady(follower) }
+    }
+    if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
     for (dependent, engine) in foreign { engine.makeReady(dependent) }
     for handler in completed.handlers { handler() }
     for waiter in waiters { waiter.resume() }

@@ -1,3 +1,5 @@
+import Dispatch
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Musl)
@@ -32,9 +34,15 @@ extension WorkEngine {
     var item = first
     while item.isAsync {
       switch item.execute() {
-      case .detached, .completed:
+      case .detached:
         return
-      case .skipped:
+      case .completed(let completed):
+        // A condition ended it without running: the slot goes on to the next item.
+        retire(item, completed: completed, releasingSlot: true)
+        return
+      case .retry:
+        preconditionFailure("Spindle: an async body cannot end before its task starts")
+      case .skipped, .parked:
         // Cancelled while it waited: the slot goes to the next ready item.
         let next: AnyWork? = state.withLock { state in
           let next = state.scheduler.detachedBodyEnded()
@@ -64,12 +72,19 @@ extension WorkEngine {
       switch item.execute() {
       case .completed(let completed):
         step = completeOnWorker(item, completed)
-      case .skipped:
+      case .skipped, .parked:
         step = state.withLock { state in
           let step = state.scheduler.workerDone(mayLinger: true)
           publishHints(state)
           return step
         }
+      case .retry(let wait):
+        step = state.withLock { state in
+          let step = state.scheduler.workerDone(mayLinger: true)
+          publishHints(state)
+          return step
+        }
+        retryLater(item, after: wait, releasingSlot: false)
       case .detached:
         return  // the `async` or callback body holds the slot now
       }
@@ -82,6 +97,31 @@ extension WorkEngine {
       case .exit:
         return
       }
+    }
+  }
+
+  /// Makes `item` (pending again after a failed attempt) ready after `wait`; with `releasingSlot`, first hands
+  /// on the slot its `async` or callback body held.
+  func retryLater(_ item: AnyWork, after wait: Duration, releasingSlot: Bool) {
+    if releasingSlot {
+      let next: AnyWork? = state.withLock { state in
+        let next = state.scheduler.detachedBodyEnded()
+        publishHints(state)
+        return next
+      }
+      if let next { startHolding(next) }
+    }
+    Self.makeReady(item, after: wait)
+  }
+
+  /// Resolves the extra dependency of delayed or retried work after `wait`, holding no slot and no thread.
+  static func makeReady(_ item: AnyWork, after wait: Duration) {
+    guard wait > .zero else {
+      if let engine = item.dependencyResolved() { engine.makeReady(item) }
+      return
+    }
+    DispatchQueue.global().asyncAfter(deadline: .now() + dispatchInterval(wait)) {
+      if let engine = item.dependencyResolved() { engine.makeReady(item) }
     }
   }
 

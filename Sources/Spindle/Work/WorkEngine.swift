@@ -30,6 +30,10 @@ final class WorkEngine: @unchecked Sendable {
   let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
   let pausedHint = Atomic<Bool>(false)
+  /// Whether the queue has observers (events or progress); the hot path reads only this when it has none.
+  let isObserved = Atomic<Bool>(false)
+  /// Whether a barrier is pending: new items must follow it.
+  let barrierHint = Atomic<Bool>(false)
 
   init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?) {
     self.name = name
@@ -55,10 +59,21 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Registers a new item and wires it to its dependencies; it starts once they finished and a slot is free.
   func admit(_ work: AnyWork, dependencies: [AnyWork]) {
+    emit(.added, for: work)
+    if barrierHint.load(ordering: .relaxed) {
+      // Follow the pending barrier: one more dependency, resolved when the barrier completes.
+      state.withLock { state in
+        guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return }
+        work.remaining.add(1, ordering: .relaxed)
+        state.barriers[last].followers.append(work)
+      }
+    }
     if dependencies.isEmpty {
-      _ = work.dependencyResolved()  // pending → ready; nothing else can see the item yet
+      // pending → ready (unless delayed); nothing else can see the item yet
+      let ready = work.dependencyResolved() != nil
       let starts = state.withLock { state in
         state.register(work)
+        guard ready else { return SmallList<AnyWork>() }
         let starts = state.scheduler.makeReady(work, priority: work.priority.rawValue)
         publishHints(state)
         return starts
@@ -163,8 +178,12 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
+    let (started, key): (Bool, String?) = work.lock.withLock { (work.phase.isStarted, work.extras?.options.exclusive) }
+    if !started, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
+      throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", work.queueName)
+    }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
-    guard !work.lock.withLock({ work.phase.isStarted }) else { return nil }
+    guard !started else { return nil }
     let width: Int? = engine.state.withLock { state in
       let width = state.scheduler.width
       guard state.blockedWaits + 1 < width else { return width }
@@ -194,20 +213,42 @@ struct EngineState {
   var registryHead: AnyWork?
   /// Bodies of this queue blocked in `Work.wait()` for unstarted work of this queue.
   var blockedWaits = 0
+  /// Pending barriers, oldest first, each with the items added after it (they wait for it).
+  var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []
+  /// Items added and completed in the current burst (since the queue was last idle).
+  var added = 0
+  var completed = 0
+  var observers = QueueObservers()
+  /// Items that got observers of their own (the queue then emits events).
+  var itemObservers = 0
+
+  var progress: WorkProgress { WorkProgress(completed: completed, total: added) }
 
   init(scheduler: WorkScheduler<AnyWork, Waiter>) {
     self.scheduler = scheduler
   }
 
   mutating func register(_ item: AnyWork) {
+    if scheduler.unfinished == 0 {
+      added = 0
+      completed = 0
+    }
+    added += 1
+    if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     scheduler.added()
     item.registryNext = registryHead
     registryHead?.registryPrevious = item
     registryHead = item
   }
 
-  /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one.
-  mutating func unregister(_ item: AnyWork) -> [Waiter] {
+  /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
+  /// followers of a barrier that completed in `released`.
+  mutating func unregister(_ item: AnyWork, released: inout [AnyWork]) -> [Waiter] {
+    completed += 1
+    if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
+    if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
+      released = barriers.remove(at: index).followers
+    }
     let next = item.registryNext
     let previous = item.registryPrevious
     if let previous {

@@ -1,3 +1,5 @@
+import Dispatch
+
 // The `add` and `addCallback` forms: no dependency, one typed dependency (a form of its own, without parameter
 // packs, because chains are the hottest path), two or more typed dependencies (parameter packs), and a dynamic
 // number of dependencies of one type (`afterAll:`). Each comes with a synchronous and an `async` body, and with
@@ -16,14 +18,26 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable () throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -33,6 +47,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body() } }
     )
   }
@@ -50,14 +65,26 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable () async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -67,6 +94,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body() } }
     )
   }
@@ -85,16 +113,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose value the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the value of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     after a: Work<A>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (A) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -104,6 +144,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
@@ -123,16 +164,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose value the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the value of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     after a: Work<A>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (A) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -142,6 +195,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyValue()) } }
     )
   }
@@ -161,20 +215,32 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - first: A dependency whose value the body receives first.
   ///   - second: A dependency whose value the body receives second.
   ///   - rest: More dependencies whose values the body receives, in order.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the dependencies' values in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     after first: Work<First>,
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     body: @escaping @Sendable (First, Second, repeat each Rest) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -184,6 +250,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in
         type.runSync(work) {
           try body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
@@ -203,20 +270,32 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - first: A dependency whose value the body receives first.
   ///   - second: A dependency whose value the body receives second.
   ///   - rest: More dependencies whose values the body receives, in order.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the dependencies' values in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     after first: Work<First>,
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     body: @escaping @Sendable (First, Second, repeat each Rest) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -226,6 +305,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in
         await type.runAsync(work) {
           try await body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
@@ -250,16 +330,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose outcome the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the outcome of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterResults a: Work<A>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (Result<A, any Error>) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -269,6 +361,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
@@ -284,16 +377,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose outcome the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the outcome of `a`.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<A: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterResults a: Work<A>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (Result<A, any Error>) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -303,6 +408,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyResult()) } }
     )
   }
@@ -317,20 +423,32 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - first: A dependency whose outcome the body receives first.
   ///   - second: A dependency whose outcome the body receives second.
   ///   - rest: More dependencies whose outcomes the body receives, in order.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the dependencies' outcomes in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterResults first: Work<First>,
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     body:
       @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>)
       throws -> Value
@@ -342,6 +460,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in
         type.runSync(work) {
           try body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
@@ -361,20 +480,32 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - first: A dependency whose outcome the body receives first.
   ///   - second: A dependency whose outcome the body receives second.
   ///   - rest: More dependencies whose outcomes the body receives, in order.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the dependencies' outcomes in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<First: Sendable, Second: Sendable, each Rest: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterResults first: Work<First>,
     _ second: Work<Second>,
     _ rest: repeat Work<each Rest>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     body:
       @escaping @Sendable (Result<First, any Error>, Result<Second, any Error>, repeat Result<each Rest, any Error>)
       async throws -> Value
@@ -386,6 +517,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in
         await type.runAsync(work) {
           try await body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
@@ -410,16 +542,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - parts: The dependencies whose values the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the values of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterAll parts: [Work<Part>],
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable ([Part]) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -429,6 +573,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyValue() }) } }
     )
   }
@@ -445,16 +590,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - parts: The dependencies whose values the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the values of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterAll parts: [Work<Part>],
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable ([Part]) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -464,6 +621,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyValue() }) } }
     )
   }
@@ -484,16 +642,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - parts: The dependencies whose outcomes the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the outcomes of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterAllResults parts: [Work<Part>],
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable ([Result<Part, any Error>]) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -503,6 +673,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyResult() }) } }
     )
   }
@@ -518,16 +689,28 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - parts: The dependencies whose outcomes the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only, any value type, any queue).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: The work to do, given the outcomes of `parts` in order.
   /// - Returns: The work item, to read its value, depend on it, observe or cancel it.
   @discardableResult
   public func add<Part: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     afterAllResults parts: [Work<Part>],
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable ([Result<Part, any Error>]) async throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -537,8 +720,62 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyResult() }) } }
     )
+  }
+
+  /// The options of an `add` call, or `nil` when none is used (the hot path).
+  @inline(__always)
+  static func options<Value: Sendable>(
+    _ type: Work<Value>.Type,
+    _ qos: DispatchQoS.QoSClass?,
+    _ condition: WorkCondition<Value>?,
+    _ delay: Duration?,
+    _ timeout: Duration?,
+    _ retry: WorkRetry?,
+    _ exclusive: String?
+  ) -> WorkOptions? {
+    if qos == nil && condition == nil && delay == nil && timeout == nil && retry == nil && exclusive == nil {
+      return nil
+    }
+    return slowOptions(type, qos, condition, delay, timeout, retry, exclusive)
+  }
+
+  static func slowOptions<Value: Sendable>(
+    _ type: Work<Value>.Type,
+    _ qos: DispatchQoS.QoSClass?,
+    _ condition: WorkCondition<Value>?,
+    _ delay: Duration?,
+    _ timeout: Duration?,
+    _ retry: WorkRetry?,
+    _ exclusive: String?
+  ) -> WorkOptions {
+    if let timeout {
+      precondition(timeout > .zero, "WorkQueue.add: timeout must be above zero, got \(timeout)")
+    }
+    if let delay {
+      precondition(delay >= .zero, "WorkQueue.add: delay must not be negative, got \(delay)")
+    }
+    var options = WorkOptions()
+    options.qos = qos
+    options.delay = delay
+    options.timeout = timeout
+    options.retry = retry
+    options.exclusive = exclusive
+    if let condition {
+      options.condition = { work in
+        switch condition.evaluate() {
+        case .run: return .run
+        case .skip(nil): return .skip(.cancelled)
+        case .skip(let value?):
+          type.store(value, in: work)
+          return .skip(.finished)
+        case .fail(let error): return .fail(error)
+        }
+      }
+    }
+    return options
   }
 
   /// The dependencies of a parameter-pack form, in order, followed by the ordering-only ones.
@@ -568,6 +805,7 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - dependencies: Work to wait for without receiving its value (ordering only).
   ///   - body: Starts the work and arranges for `finish` to be called.
   /// - Returns: The work item.
@@ -575,7 +813,13 @@ extension WorkQueue {
   public func addCallback<Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (WorkFinish<Value>) -> Void
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -585,6 +829,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .callback { [type] work in body(type.finishHandle(work)) }
     )
   }
@@ -597,6 +842,7 @@ extension WorkQueue {
   /// - Parameters:
   ///   - name: A name for traces and messages.
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
+  ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose value the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only).
   ///   - body: Starts the work with the value of `a` and arranges for `finish` to be called.
@@ -605,8 +851,14 @@ extension WorkQueue {
   public func addCallback<A: Sendable, Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
+    qos: DispatchQoS.QoSClass? = nil,
     after a: Work<A>,
     dependencies: [AnyWork] = [],
+    condition: WorkCondition<Value>? = nil,
+    delay: Duration? = nil,
+    timeout: Duration? = nil,
+    retry: WorkRetry? = nil,
+    exclusive: String? = nil,
     _ body: @escaping @Sendable (A, WorkFinish<Value>) -> Void
   ) -> Work<Value> {
     let type = Work<Value>.self
@@ -616,6 +868,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
+      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
       body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }
     )
   }

@@ -192,17 +192,22 @@ public final class WorkQueue: Sendable {
     priority: WorkPriority,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
+    options: WorkOptions? = nil,
     body: ErasedBody
   ) -> Work<Value> {
+    let delay = options?.delay
     let work = type.init(
       engine: engine,
       name: name,
       priority: priority,
-      dependencyCount: dependencies.count,
+      dependencyCount: dependencies.count + (delay == nil ? 0 : 1),
       acceptsFailedDependencies: acceptsFailedDependencies,
+      dependencies: dependencies,
+      options: options,
       body: body
     )
     engine.admit(work, dependencies: dependencies)
+    if let delay { WorkEngine.makeReady(work, after: delay) }
     return work
   }
 }

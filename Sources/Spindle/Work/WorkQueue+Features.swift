@@ -1,0 +1,148 @@
+import Dispatch
+
+extension WorkQueue {
+  // MARK: - Batches and barriers
+
+  /// Adds work atomically: nothing added inside `body` (or anything else on this queue) starts before `body`
+  /// returns, so priorities order the whole batch.
+  ///
+  /// ```swift
+  /// queue.batch { for p in photos { queue.add(priority: p.isVisible ? .high : .low) { process(p) } } }
+  /// ```
+  ///
+  /// Batches nest; running bodies go on meanwhile.
+  @discardableResult
+  public func batch<Result>(_ body: () throws -> Result) rethrows -> Result {
+    engine.state.withLock { state in
+      state.scheduler.hold()
+      engine.publishHints(state)
+    }
+    defer {
+      let starts = engine.state.withLock { state in
+        let starts = state.scheduler.release()
+        engine.publishHints(state)
+        return starts
+      }
+      engine.start(starts)
+    }
+    return try body()
+  }
+
+  /// Adds a barrier: work that runs after everything added before it completed (however it ended) and
+  /// before anything added after it starts, like `OperationQueue.addBarrierBlock`.
+  ///
+  /// ```swift
+  /// for file in files { queue.add { try write(file) } }
+  /// let gate = queue.addBarrier { snapshot() }              // sees every write done
+  /// queue.add { try compact() }                              // starts after the snapshot
+  /// ```
+  ///
+  /// Work added later starts after the barrier whatever the barrier's own outcome: cancelling a barrier skips
+  /// its body (it ends cancelled), but it still completes only after the work added before it. Adding a barrier from a body of the same queue would make it wait for itself: that stops the
+  /// program with a message.
+  @discardableResult
+  public func addBarrier(name: String? = nil, _ body: @escaping @Sendable () throws -> Void) -> Work<Void> {
+    if let current = WorkContext.currentWork, current.currentEngine === engine {
+      let message =
+        "WorkQueue '\(self.name)': addBarrier called from inside work '\(current.name ?? "unnamed")' of the same "
+        + "queue; the barrier would wait for the body that adds it and deadlock"
+      WorkQueue.standardErrorMisuseHandler(message)
+      preconditionFailure(message)
+    }
+    let type = Work<Void>.self
+    let before = engine.state.withLock { $0.unfinishedItems() }
+    let barrier = type.init(
+      engine: engine,
+      name: name ?? "barrier",
+      priority: .veryHigh,
+      dependencyCount: before.count,
+      acceptsFailedDependencies: true,
+      dependencies: before,
+      options: nil,
+      body: .sync { [type] work in
+        type.runSync(work) {
+          if work.isCancellationRequested { throw CancellationError() }
+          try body()
+        }
+      }
+    )
+    barrier.isBarrier = true
+    engine.state.withLock { state in
+      state.barriers.append((barrier, []))
+      engine.barrierHint.store(true, ordering: .relaxed)
+    }
+    engine.admit(barrier, dependencies: before)
+    return barrier
+  }
+
+  // MARK: - Observing
+
+  /// Calls `handler` with every event of every item of this queue until the returned observation is
+  /// cancelled or released.
+  ///
+  /// ```swift
+  /// let logging = queue.observe { event in print(event) }   // 'resize' on 'images': started (attempt 1)
+  /// ```
+  ///
+  /// Handlers run on the thread where the event happens, outside the queue's locks; keep them short.
+  public func observe(_ handler: @escaping @Sendable (WorkEvent) -> Void) -> WorkObservation {
+    engine.observe(handler)
+  }
+
+  /// The events of every item of this queue from now on, as an `AsyncStream` (it ends when you stop iterating).
+  ///
+  /// ```swift
+  /// for await event in queue.events { log(event) }
+  /// ```
+  public var events: AsyncStream<WorkEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: WorkEvent.self)
+    let observation = engine.observe { event in continuation.yield(event) }
+    continuation.onTermination = { _ in observation.cancel() }
+    return stream
+  }
+
+  /// How much of the current burst of work is done: completed of added, since the queue was last idle.
+  public var progress: WorkProgress {
+    engine.state.withLock { $0.progress }
+  }
+
+  /// The queue's progress now and after every change, as an `AsyncStream` (newest value kept).
+  ///
+  /// ```swift
+  /// for await p in queue.progressUpdates { bar.show(p.completed, of: p.total) }
+  /// ```
+  public var progressUpdates: AsyncStream<WorkProgress> {
+    engine.progressUpdates()
+  }
+}
+
+extension WorkQueue: CustomDebugStringConvertible {
+  /// A report for a stuck queue: its width and state, what runs (and for how long it has been unfinished),
+  /// what is ready, and what each pending item waits for.
+  ///
+  /// ```swift
+  /// print(String(reflecting: queue))
+  /// ```
+  public var debugDescription: String {
+    let (items, scheduler) = engine.state.withLock { ($0.unfinishedItems(), $0.scheduler) }
+    var lines = [
+      "WorkQueue '\(name)': width \(scheduler.width), \(scheduler.slots - scheduler.idle) running, "
+        + "\(scheduler.readyCount) ready, \(scheduler.unfinished) unfinished"
+        + (scheduler.isSuspended ? ", suspended" : "") + (scheduler.holds > 0 ? ", in a batch" : "")
+    ]
+    for item in items {
+      let (phase, dependencies) = item.lock.withLock { (item.phase.state, item.dependencyList) }
+      let waitingFor = dependencies.filter { !$0.state.isFinal }.map { $0.name ?? "unnamed" }
+      var line = "  \(phase) '\(item.name ?? "unnamed")' (\(item.priority))"
+      if phase == .pending {
+        if let key = item.lock.withLock({ item.extras?.options.exclusive }) {
+          line += ", exclusive '\(key)'"
+        }
+        if !waitingFor.isEmpty { line += ", waits for \(waitingFor.map { "'\($0)'" }.joined(separator: ", "))" }
+      }
+      if item.attempts > 1 { line += ", attempt \(item.attempts)" }
+      lines.append(line)
+    }
+    return lines.joined(separator: "\n")
+  }
+}

@@ -1,0 +1,287 @@
+import Dispatch
+import Synchronization
+import Testing
+
+@testable import Spindle
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// WorkQueue part two: barriers, batches, delays, timeouts, retries, conditions, exclusivity, observers,
+/// progress, and how they combine.
+@Suite("WorkQueue features")
+struct WorkQueueFeatureTests {
+  @Test("a barrier runs after everything added before it and before everything added after it")
+  func barrier() async throws {
+    let queue = WorkQueue(name: "barrier", maxConcurrent: 4)
+    let log = Locked<[String]>([])
+    for index in 0..<20 {
+      queue.add {
+        usleep(UInt32(100 * (index % 3)))
+        log.withLock { $0.append("before") }
+      }
+    }
+    let failing: Work<Int> = queue.add { throw TestError(code: 1) }
+    let gate = queue.addBarrier { log.withLock { $0.append("barrier") } }
+    for _ in 0..<20 { queue.add { log.withLock { $0.append("after") } } }
+    try await gate.value
+    try await queue.allFinished()
+    let entries = log.withLock { $0 }
+    #expect(entries.count == 41)
+    #expect(entries[20] == "barrier", "entries: \(entries)")
+    #expect(entries.prefix(20).allSatisfy { $0 == "before" })
+    #expect(failing.state == .failed)
+  }
+
+  @Test("a cancelled barrier still orders: later work runs after what came before it")
+  func cancelledBarrierOnSuspendedQueue() async throws {
+    let queue = WorkQueue(name: "barrier-suspended", maxConcurrent: 2)
+    queue.suspend()
+    let first = queue.add { 1 }
+    let barrier = queue.addBarrier {}
+    let later = queue.add { 2 }
+    barrier.cancel()
+    #expect(later.state == .pending)
+    queue.resume()
+    #expect(try await later.value == 2)
+    #expect(try await first.value == 1)
+    #expect(barrier.state == .cancelled)
+  }
+
+  @Test("batch: nothing starts before the batch is in, so priorities order within it")
+  func batchOrdersByPriority() async throws {
+    let queue = WorkQueue(name: "batch", maxConcurrent: 1)
+    let order = Locked<[Int]>([])
+    queue.batch {
+      for index in 0..<50 {
+        queue.add(priority: index == 49 ? .veryHigh : .normal) { order.withLock { $0.append(index) } }
+      }
+    }
+    try await queue.allFinished()
+    #expect(order.withLock { $0 }.first == 49)
+  }
+
+  @Test("delay: the work starts no earlier than asked and holds no slot while waiting")
+  func delay() async throws {
+    let queue = WorkQueue(name: "delay", maxConcurrent: 1)
+    let start = ContinuousClock.now
+    let later = queue.add(delay: .milliseconds(150)) { ContinuousClock.now }
+    let meanwhile = queue.add { ContinuousClock.now }
+    let ranAt = try await later.value
+    #expect(ranAt - start >= .milliseconds(150))
+    #expect(try await meanwhile.value < ranAt)
+  }
+
+  @Test("timeout: the work fails with WorkTimeoutError naming it, and its body sees cancellation")
+  func timeout() async throws {
+    let queue = WorkQueue(name: "net")
+    let sawCancel = Atomic<Bool>(false)
+    let page = queue.add(name: "page", timeout: .milliseconds(50)) { () -> Int in
+      let stop = DispatchSemaphore(value: 0)
+      WorkContext.current?.onCancel {
+        sawCancel.store(true, ordering: .relaxed)
+        stop.signal()
+      }
+      _ = stop.wait(timeout: .now() + 10)
+      return 1
+    }
+    do {
+      _ = try await page.value
+      Issue.record("must time out")
+    } catch let error as WorkTimeoutError {
+      #expect(error.work == "page" && error.queue == "net")
+      #expect(error.description.contains("'page'"))
+    }
+    let cancelled = sawCancel.load(ordering: .relaxed)
+    #expect(cancelled)
+    let asyncPage = queue.add(name: "async", timeout: .milliseconds(50)) { () async throws -> Int in
+      try await Task.sleep(for: .seconds(10))
+      return 1
+    }
+    await #expect(throws: WorkTimeoutError.self) { try await asyncPage.value }
+    let quick = queue.add(timeout: .seconds(10)) { 5 }
+    #expect(try await quick.value == 5)
+  }
+
+  @Test("retry: attempts until success, ends with the last error, observers see each attempt")
+  func retry() async throws {
+    let queue = WorkQueue(name: "retry", maxConcurrent: 1)
+    let calls = Atomic<Int>(0)
+    let flaky = queue.add(retry: .fixed(maxAttempts: 5, delay: .milliseconds(5))) { () -> Int in
+      let call = calls.add(1, ordering: .relaxed).newValue
+      if call < 3 { throw TestError(code: call) }
+      return call
+    }
+    #expect(try await flaky.value == 3)
+    #expect(flaky.attempts == 3)
+    let failures = Atomic<Int>(0)
+    let hopeless: Work<Int> = queue.add(retry: .exponential(maxAttempts: 3, initial: .milliseconds(2))) {
+      throw TestError(code: failures.add(1, ordering: .relaxed).newValue)
+    }
+    await #expect(throws: TestError(code: 3)) { try await hopeless.value }
+    let picky = queue.add(retry: .fixed(maxAttempts: 5, when: { ($0 as? TestError)?.code != 7 })) { () -> Int in
+      throw TestError(code: 7)
+    }
+    await #expect(throws: TestError(code: 7)) { try await picky.value }
+    #expect(picky.attempts == 1)
+  }
+
+  @Test("retry: cancelling stops the retrying; waiting between attempts holds no slot")
+  func cancelStopsRetry() async throws {
+    let queue = WorkQueue(name: "retry-cancel", maxConcurrent: 1)
+    let failing: Work<Int> = queue.add(retry: .fixed(maxAttempts: 100, delay: .milliseconds(200))) {
+      throw TestError(code: 1)
+    }
+    let other = queue.add { 9 }
+    #expect(try await other.value == 9)  // ran while `failing` waited for its next attempt
+    failing.cancel()
+    await #expect(throws: CancellationError.self) { try await failing.value }
+    #expect(failing.attempts < 100)
+  }
+
+  @Test("conditions: skip ends cancelled or with a value, fail fails, and the body never runs")
+  func conditions() async throws {
+    let queue = WorkQueue(name: "conditions")
+    let ran = Atomic<Int>(0)
+    let skipped = queue.add(condition: .skip(unless: { false })) { ran.add(1, ordering: .relaxed) }
+    let valued = queue.add(condition: .skip(unless: { false }, value: 42)) { () -> Int in
+      ran.add(1, ordering: .relaxed)
+      return 0
+    }
+    let failed = queue.add(condition: .fail(unless: { false }, error: TestError(code: 5))) { () -> Int in
+      ran.add(1, ordering: .relaxed)
+      return 0
+    }
+    let runs = queue.add(condition: .skip(unless: { true })) { () -> Int in 7 }
+    await #expect(throws: CancellationError.self) { try await skipped.value }
+    #expect(try await valued.value == 42)
+    await #expect(throws: TestError(code: 5)) { try await failed.value }
+    #expect(try await runs.value == 7)
+    #expect(ran.load(ordering: .relaxed) == 0)
+  }
+
+  @Test("exclusive: items with the same key never overlap, across queues, and waiting holds no slot")
+  func exclusivity() async throws {
+    let a = WorkQueue(name: "a", maxConcurrent: 4)
+    let b = WorkQueue(name: "b", maxConcurrent: 1)
+    let inside = Atomic<Int>(0)
+    let overlap = Atomic<Bool>(false)
+    var all: [Work<Void>] = []
+    for index in 0..<40 {
+      let queue = index.isMultiple(of: 2) ? a : b
+      all.append(
+        queue.add(exclusive: "camera") {
+          if inside.add(1, ordering: .relaxed).newValue > 1 { overlap.store(true, ordering: .relaxed) }
+          usleep(200)
+          inside.subtract(1, ordering: .relaxed)
+        })
+    }
+    // A plain item on the width-1 queue still runs while camera items wait for the key.
+    let plain = b.add { 1 }
+    #expect(try await plain.value == 1)
+    for work in all { try await work.value }
+    let overlapped = overlap.load(ordering: .relaxed)
+    #expect(!overlapped)
+  }
+
+  @Test("exclusive: waiting from a body that holds the key for work that needs it throws, not hangs")
+  func exclusiveSelfWait() async throws {
+    let queue = WorkQueue(name: "key", maxConcurrent: 2)
+    let outer = queue.add(name: "outer", exclusive: "k") { () -> Int in
+      let inner = queue.add(name: "inner", exclusive: "k") { 1 }
+      return (try? inner.wait()) ?? -1
+    }
+    #expect(try await outer.value == -1)
+  }
+
+  @Test("cancel(reason:) shows the reason in the error and to observers")
+  func cancelReason() async throws {
+    let queue = WorkQueue(name: "reasons", maxConcurrent: 1)
+    let events = Locked<[String]>([])
+    let observation = queue.observe { event in events.withLock { $0.append("\(event.kind)") } }
+    let gate = Gate()
+    queue.add { gate.wait() }
+    let thumb = queue.add(name: "thumb") { 1 }
+    thumb.cancel(reason: "scrolled away")
+    gate.open()
+    do {
+      _ = try await thumb.value
+      Issue.record("must be cancelled")
+    } catch let error as WorkCancellationError {
+      #expect(error.description == "work 'thumb' was cancelled: scrolled away")
+    }
+    #expect(thumb.state == .cancelled)
+    try await queue.allFinished()
+    #expect(events.withLock { $0 }.contains { $0.contains("scrolled away") })
+    observation.cancel()
+  }
+
+  @Test("observers: every item's events, in order, exactly once; the stream and item observers too")
+  func observers() async throws {
+    let queue = WorkQueue(name: "observed", maxConcurrent: 2)
+    let counts = Locked<[String: Int]>([:])
+    let observation = queue.observe { event in
+      let key: String =
+        switch event.kind {
+        case .added: "added"
+        case .willStart: "willStart"
+        case .started: "started"
+        case .finished: "finished"
+        case .retrying: "retrying"
+        case .cancelRequested: "cancel"
+        }
+      counts.withLock { $0[key, default: 0] += 1 }
+    }
+    let perItem = Locked<[String]>([])
+    let items = (0..<100).map { index in queue.add { index } }
+    items[0].observe { event in perItem.withLock { $0.append("\(event.kind)") } }
+    for item in items { _ = try await item.value }
+    try await queue.allFinished()
+    #expect(await eventually(within: 5) { counts.withLock { $0["finished"] } == 100 })
+    #expect(counts.withLock { $0["added"] } == 100)
+    #expect(counts.withLock { $0["finished"] } == 100)
+    #expect(counts.withLock { ($0["started"] ?? 0) <= 100 })
+    observation.cancel()
+    queue.add {}
+    try await queue.allFinished()
+    #expect(counts.withLock { $0["added"] } == 100)
+  }
+
+  @Test("progress counts the current burst; progressUpdates reports it")
+  func progress() async throws {
+    let queue = WorkQueue(name: "progress", maxConcurrent: 1)
+    queue.suspend()
+    for _ in 0..<10 { queue.add {} }
+    #expect(queue.progress == WorkProgress(completed: 0, total: 10))
+    let updates = queue.progressUpdates
+    let watcher = Task {
+      for await p in updates where p.completed == p.total && p.total == 10 { return true }
+      return false
+    }
+    queue.resume()
+    try await queue.allFinished()
+    #expect(queue.progress == WorkProgress(completed: 10, total: 10))
+    #expect(await watcher.value)
+    queue.add {}
+    #expect(queue.progress.total == 1)
+  }
+
+  @Test("dependencies and the stuck-queue report name what each item waits for")
+  func dependenciesAndReport() async throws {
+    let queue = WorkQueue(name: "report", maxConcurrent: 1)
+    let gate = Gate()
+    let blocker = queue.add(name: "blocker") { gate.wait() }
+    let child = queue.add(name: "child", dependencies: [blocker]) { 1 }
+    #expect(child.dependencies.map(\.name) == ["blocker"])
+    #expect(await eventually(within: 5) { blocker.state == .running })
+    let report = String(reflecting: queue)
+    #expect(report.contains("WorkQueue 'report': width 1, 1 running"))
+    #expect(report.contains("pending 'child' (normal), waits for 'blocker'"))
+    gate.open()
+    _ = try await child.value
+    #expect(child.dependencies.isEmpty)
+  }
+}
