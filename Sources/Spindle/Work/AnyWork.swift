@@ -13,15 +13,29 @@ import Synchronization
 /// ```
 ///
 /// You cannot create an `AnyWork` yourself; ``WorkQueue`` creates ``Work`` items.
-// @unchecked Sendable: `name`, `priority`, `queueName`, `isAsync` and `acceptsFailedDependencies` are immutable;
+// @unchecked Sendable: `name`, `queueName`, `isAsync` and `acceptsFailedDependencies` are immutable; `rawPriority`
+// is atomic and changes only under the engine's lock;
 // the fields marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
 // belong to the owning engine and are only touched while holding that engine's state lock.
 public class AnyWork: @unchecked Sendable {
   /// The name given when the work was added, used in traces and messages.
   public let name: String?
 
-  /// The priority of the work among the ready items of its queue.
-  public let priority: WorkPriority
+  /// The priority of the work among the ready items of its queue; settable until the work starts.
+  ///
+  /// Raising it moves ready work ahead of the items of lower priority that have not started; once the work
+  /// runs (or completed), setting it has no effect.
+  ///
+  /// ```swift
+  /// thumbnail.priority = .veryHigh   // it scrolled into view
+  /// ```
+  public var priority: WorkPriority {
+    get { WorkPriority(rawValue: rawPriority.load(ordering: .relaxed))! }
+    set { reprioritize(newValue) }
+  }
+
+  /// The priority's raw value; written only under the engine's lock, before the work starts.
+  let rawPriority: Atomic<Int>
 
   /// The name of the queue that runs the body.
   let queueName: String
@@ -85,7 +99,7 @@ public class AnyWork: @unchecked Sendable {
     self.queueName = engine.name
     self.body = body
     self.name = name
-    self.priority = priority
+    self.rawPriority = Atomic(priority.rawValue)
     self.acceptsFailedDependencies = acceptsFailedDependencies
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
@@ -124,6 +138,7 @@ public class AnyWork: @unchecked Sendable {
   }
 
   private func cancel(reason: String?) {
+    defer { cancelMembers() }
     enum Action {
       case none
       case completed(Completed)
@@ -191,6 +206,17 @@ public class AnyWork: @unchecked Sendable {
       }
     }
     if runNow { handler() }
+  }
+
+  private func reprioritize(_ newValue: WorkPriority) {
+    guard let engine = lock.withLock({ phase.isStarted ? nil : engine }) else { return }
+    engine.state.withLock { state in
+      let old = rawPriority.load(ordering: .relaxed)
+      guard old != newValue.rawValue else { return }
+      let wasReady = state.scheduler.removeReady(priority: old) { $0 === self }
+      rawPriority.store(newValue.rawValue, ordering: .relaxed)
+      if wasReady { state.scheduler.push(self, priority: newValue.rawValue) }
+    }
   }
 
   /// The engine while the work is unfinished.

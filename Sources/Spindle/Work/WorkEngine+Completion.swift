@@ -19,7 +19,7 @@ extension WorkEngine {
           foreign.append((dependent, engine))
         }
       }
-      let step = state.scheduler.workerDone(mayLinger: true)
+      let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
       let starts = state.scheduler.takeStarts()
       if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)

@@ -58,7 +58,11 @@ extension WorkEngine {
 
   /// Runs a worker for `item` on a thread of the worker pool.
   func startWorker(_ item: AnyWork) {
-    WorkerPool.shared.start(item, on: self)
+    if runsOnMain {
+      DispatchQueue.main.async { self.runWorker(item) }
+    } else {
+      WorkerPool.shared.start(item, on: self)
+    }
   }
 
   /// A worker: holds one slot and runs ready items, highest priority first, until none is left.
@@ -74,13 +78,13 @@ extension WorkEngine {
         step = completeOnWorker(item, completed)
       case .skipped, .parked:
         step = state.withLock { state in
-          let step = state.scheduler.workerDone(mayLinger: true)
+          let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
           publishHints(state)
           return step
         }
       case .retry(let wait):
         step = state.withLock { state in
-          let step = state.scheduler.workerDone(mayLinger: true)
+          let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
           publishHints(state)
           return step
         }

@@ -35,7 +35,11 @@ final class WorkEngine: @unchecked Sendable {
   /// Whether a barrier is pending: new items must follow it.
   let barrierHint = Atomic<Bool>(false)
 
-  init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?) {
+  /// Whether workers run on the main queue (``MainWorkQueue``): they never linger there.
+  let runsOnMain: Bool
+
+  init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?, runsOnMain: Bool = false) {
+    self.runsOnMain = runsOnMain
     self.name = name
     self.qos = qos
     self.trace = trace

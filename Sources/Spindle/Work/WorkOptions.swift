@@ -175,6 +175,8 @@ final class WorkExtras {
   var timedOut = false
   /// This item's observers.
   var observers: [@Sendable (WorkEvent) -> Void] = []
+  /// Work cancelled with this work (the members of a group).
+  var cancelAlso: [AnyWork] = []
 
   init(options: WorkOptions) {
     self.options = options

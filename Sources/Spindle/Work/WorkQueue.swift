@@ -77,6 +77,11 @@ public final class WorkQueue: Sendable {
     engine = WorkEngine(name: name, width: maxConcurrent, qos: qos, trace: trace)
   }
 
+  /// A queue whose workers run on the main queue (see ``MainWorkQueue``).
+  init(mainQueueNamed name: String) {
+    engine = WorkEngine(name: name, width: 1, qos: .userInteractive, trace: nil, runsOnMain: true)
+  }
+
   deinit {
     // Nothing can resume a suspended queue once its last handle is gone: cancel what it holds, so its items,
     // their captures and their awaiters do not wait forever.

@@ -111,6 +111,20 @@ struct WorkScheduler<Item, Waiter> {
     return nil
   }
 
+  /// Removes the first queued item of `priority` that matches; `true` if there was one. O(n) in that priority.
+  mutating func removeReady(priority: Int, where matches: (Item) -> Bool) -> Bool {
+    var found = false
+    for item in ready[priority].removeAll() {
+      if !found && matches(item) {
+        found = true
+        readyCount -= 1
+      } else {
+        ready[priority].append(item)
+      }
+    }
+    return found
+  }
+
   /// Removes every queued item (they were cancelled) and returns them.
   mutating func removeAllReady() -> [Item] {
     var all: [Item] = []

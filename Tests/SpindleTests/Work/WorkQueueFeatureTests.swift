@@ -285,3 +285,121 @@ struct WorkQueueFeatureTests {
     #expect(child.dependencies.isEmpty)
   }
 }
+
+@Suite("WorkQueue groups and the main queue")
+struct WorkGroupTests {
+  @Test("a group's value is its final item's; cancelling it cancels its members")
+  func groupValueAndCancel() async throws {
+    let queue = WorkQueue(name: "album", maxConcurrent: 2)
+    let album = queue.group(name: "album") { group in
+      let thumbs = (1...10).map { p in group.add { p * 10 } }
+      return group.add(afterAll: thumbs) { $0 }
+    }
+    #expect(try await album.value == Array(stride(from: 10, through: 100, by: 10)))
+    let gate = Gate()
+    let stuck = queue.group(name: "stuck") { group in
+      let slow = group.add { gate.wait() }
+      let pending = (0..<5).map { _ in group.add(after: slow) { 1 } }
+      return group.add(afterAll: pending) { $0.count }
+    }
+    stuck.cancel()
+    gate.open()
+    await #expect(throws: CancellationError.self) { try await stuck.value }
+    try await queue.allFinished()
+    #expect(queue.unfinishedCount == 0)
+  }
+
+  @Test("a group times out as one, and a retry inside a group is cancelled with it")
+  func groupTimeoutWithRetry() async throws {
+    let queue = WorkQueue(name: "g", maxConcurrent: 2)
+    let attempts = Atomic<Int>(0)
+    let group = queue.group(name: "sync", timeout: .milliseconds(100)) { group in
+      group.add(retry: .fixed(maxAttempts: 1000, delay: .milliseconds(5))) { () -> Int in
+        attempts.add(1, ordering: .relaxed)
+        throw TestError(code: 1)
+      }
+    }
+    do {
+      _ = try await group.value
+      Issue.record("must time out")
+    } catch let error as WorkTimeoutError {
+      #expect(error.work == "sync")
+    }
+    try await queue.allFinished()
+    let made = attempts.load(ordering: .relaxed)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(attempts.load(ordering: .relaxed) == made, "retrying must stop with the group")
+  }
+
+  @Test("WorkQueue.main runs bodies on the main actor, in dependency order")
+  func mainQueue() async throws {
+    let queue = WorkQueue(name: "bg")
+    let value = queue.add { 20 }
+    let ui = WorkQueue.main.add(after: value) { @MainActor v in
+      MainActor.assertIsolated()
+      return v + 1
+    }
+    #expect(try await ui.value == 21)
+    let asyncUI = WorkQueue.main.add { @MainActor () async -> Int in 5 }
+    #expect(try await asyncUI.value == 5)
+  }
+
+  @Test("WorkQueue.main works after dispatchMain()")
+  func mainQueueAfterDispatchMain() async {
+    await #expect(processExitsWith: .exitCode(0)) {
+      WorkQueue.main.add { @MainActor in exit(0) }
+      dispatchMain()
+    }
+  }
+
+  @Test("a barrier added to a suspended queue, and lowering the width while bodies run, keep order and width")
+  func interactions() async throws {
+    let queue = WorkQueue(name: "mix", maxConcurrent: 3)
+    queue.suspend()
+    let log = Locked<[String]>([])
+    for _ in 0..<6 {
+      queue.add {
+        usleep(500)
+        log.withLock { $0.append("a") }
+      }
+    }
+    queue.addBarrier { log.withLock { $0.append("|") } }
+    for _ in 0..<6 { queue.add(exclusive: "x") { log.withLock { $0.append("b") } } }
+    queue.resume()
+    queue.maxConcurrent = 1
+    try await queue.allFinished()
+    #expect(log.withLock { $0 } == Array(repeating: "a", count: 6) + ["|"] + Array(repeating: "b", count: 6))
+  }
+
+  @Test("the timeout of an exclusive item counts from its start, not while it waits for the key")
+  func exclusiveTimeout() async throws {
+    let queue = WorkQueue(name: "ex-timeout", maxConcurrent: 2)
+    let holder = queue.add(exclusive: "disk") { usleep(150_000) }
+    let waiter = queue.add(timeout: .milliseconds(100), exclusive: "disk") { 1 }
+    _ = try await holder.value
+    #expect(try await waiter.value == 1)
+  }
+}
+
+@Suite("WorkQueue priority changes")
+struct WorkPriorityChangeTests {
+  @Test("raising the priority of ready work moves it ahead; started work keeps its place")
+  func raisePriority() async throws {
+    let queue = WorkQueue(name: "reprioritize", maxConcurrent: 1)
+    let gate = Gate()
+    let order = Locked<[String]>([])
+    let blocker = queue.add { gate.wait() }
+    queue.add { order.withLock { $0.append("a") } }
+    queue.add { order.withLock { $0.append("b") } }
+    let late = queue.add(name: "late", priority: .low) { order.withLock { $0.append("late") } }
+    #expect(await eventually(within: 5) { blocker.state == .running })
+    late.priority = .veryHigh
+    #expect(late.priority == .veryHigh)
+    blocker.priority = .veryLow  // running: no effect on anything
+    gate.open()
+    try await queue.allFinished()
+    #expect(order.withLock { $0 } == ["late", "a", "b"])
+    late.priority = .low  // finished: no effect
+    #expect(late.priority == .veryHigh)
+  }
+}
