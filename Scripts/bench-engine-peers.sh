@@ -112,11 +112,22 @@ swift build -c release --scratch-path "$scratch" --product spindle > "$work/buil
 }
 spindle="$scratch/release/spindle"
 
+# Each side's output goes to a file of the round; a side that fails shows its error output and stops the script.
 run_tbb() {
-  "$work/tbb_flow_graph" --nodes "$nodes" --runs "$runs" --threads 2 > "$work/tbb-$1.tsv"
+  "$work/tbb_flow_graph" --nodes "$nodes" --runs "$runs" --threads 2 > "$work/tbb-$1.tsv" 2> "$work/tbb-$1.err" || {
+    echo "bench-engine-peers.sh: the oneTBB peer failed in round $1:" >&2
+    cat "$work/tbb-$1.err" >&2
+    exit 1
+  }
 }
 run_spindle() {
-  "$spindle" bench engine $quick --runs "$runs" --json "$work/engine-$1.json" > "$work/engine-$1.txt" 2> /dev/null
+  # shellcheck disable=SC2086 # $quick is empty or one flag
+  "$spindle" bench engine $quick --runs "$runs" --json "$work/engine-$1.json" > "$work/engine-$1.txt" \
+    2> "$work/engine-$1.err" || {
+    echo "bench-engine-peers.sh: spindle bench engine failed in round $1:" >&2
+    cat "$work/engine-$1.err" >&2
+    exit 1
+  }
 }
 
 start=$SECONDS
