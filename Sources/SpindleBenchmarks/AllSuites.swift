@@ -6,4 +6,5 @@ public let allBenchmarkSuites: [BenchmarkSuite] = [
   queueBenchmarkSuite,
   tiltShiftBenchmarkSuite,
   workQueueBenchmarkSuite,
+  engineBenchmarkSuite,
 ]

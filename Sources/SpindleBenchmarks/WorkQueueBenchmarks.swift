@@ -260,8 +260,9 @@ private func taskGroupFanIn(_ count: Int) async {
 
 // MARK: - Random DAG
 
-/// A random DAG: node i depends on up to `edgesPerNode` distinct earlier nodes (~4 on average).
-private struct RandomGraph: Sendable {
+/// A random DAG (shared with the engine suite and Scripts/peers/tbb_flow_graph.cpp, which must build the same
+/// graph): node i depends on up to `edgesPerNode` distinct earlier nodes (~4 on average).
+struct RandomGraph: Sendable {
   var dependencies: [[Int]]
 
   init(nodes: Int, edgesPerNode: Int, seed: UInt64) {

@@ -1,0 +1,284 @@
+import Dispatch
+import Foundation
+import Spindle
+import Synchronization
+
+/// The speed goals of the WorkQueue engine (issue 11): four graph workloads at width 2, async and callback
+/// bodies against their peers, and the peak thread count of callback and blocking bodies.
+///
+/// Graph construction and the run are timed together, as C++ schedulers are measured: the WorkQueue adds
+/// each item to a running queue, so the graph runs while it is built. `Scripts/bench-engine-peers.sh` runs
+/// this suite beside a oneTBB flow-graph program on the same four workloads (the same random DAG) and
+/// prints the ratios.
+public let engineBenchmarkSuite = BenchmarkSuite(
+  name: "engine",
+  summary: "WorkQueue engine at width 2: independent, chain, fan-in, random DAG; async, callback bodies; peak threads"
+) { options in
+  var benchmarks = EngineBenchmarks(options: options)
+  return try await benchmarks.run()
+}
+
+/// The width every WorkQueue of the graph workloads runs at (the issue's goals are stated at width 2).
+private let engineWidth = 2
+
+private struct EngineBenchmarks {
+  var options: BenchmarkOptions
+  var report = BenchmarkReport(suite: "engine")
+
+  init(options: BenchmarkOptions) {
+    self.options = options
+  }
+
+  private func size(_ full: Int) -> Int { options.quick ? Swift.max(100, full / 10) : full }
+
+  mutating func run() async throws -> BenchmarkReport {
+    let runs = options.runs
+    let nodes = size(100_000)
+    let count = nodes.formatted()
+
+    // Thread peaks first, in a process that has started few threads yet. Idle Dispatch threads linger for
+    // seconds after a burst, so the second workload waits (up to 8 s) for the count to fall back first.
+    let initialThreads = processThreadCount()
+    let callbacks = size(20_000)
+    let (callbackSample, callbackPeak) = try measurePeakThreads { engineCallbackPeak(callbacks) }
+    add(
+      "peak threads: width 2, \(callbacks.formatted()) callback bodies", "WorkQueue callback bodies", callbacks,
+      baseline: true, callbackSample, note: callbackPeak.note)
+    waitForThreads(atMost: initialThreads + 2, limit: .seconds(8))
+    let blockingPerQueue = size(320)
+    let (blockingSample, blockingPeak) = try measurePeakThreads { engineBlockingPeak(perQueue: blockingPerQueue) }
+    add(
+      "peak threads: 4 queues × width 64, \((4 * blockingPerQueue).formatted()) blocking bodies",
+      "WorkQueue sync bodies (sleep 2 ms)", 4 * blockingPerQueue, baseline: true, blockingSample,
+      note: blockingPeak.note)
+
+    // The four graph workloads.
+    let independent = "independent \(count)"
+    add(independent, "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineIndependent(nodes) })
+    add(
+      independent, "DispatchQueue.async + group", nodes,
+      try measure(runs: runs) { engineDispatchIndependent(nodes) })
+    add(independent, "withTaskGroup", nodes, await measureAsync(runs: runs) { await engineTaskGroupIndependent(nodes) })
+
+    add("chain \(count)", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineChain(nodes) })
+    add("fan-in \(count) → 1", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineFanIn(nodes) })
+    let graph = RandomGraph(nodes: nodes, edgesPerNode: 4, seed: 2026)
+    add(
+      "random DAG \(count) × ~4 edges", "WorkQueue", nodes, baseline: true,
+      try measure(runs: runs) { engineGraph(graph) }, note: "\(graph.edgeCount) edges")
+
+    // Async bodies against a child task per item: the peer is the baseline, so the ratio is WorkQueue ÷ peer.
+    // 20,000 items (not 100,000) keep the slow case within a developer's patience; the cost per item is flat.
+    let items = size(20_000)
+    let asyncName = "async bodies \(items.formatted())"
+    add(
+      asyncName, "withTaskGroup child task per item", items, baseline: true,
+      await measureAsync(runs: runs) { await engineTaskGroupIndependent(items) })
+    add(asyncName, "WorkQueue async bodies", items, await measureAsync(runs: runs) { await engineAsync(items) })
+
+    // Callback bodies that call `finish` at once against sync bodies: again WorkQueue ÷ the sync baseline.
+    let callbackName = "callback bodies \(items.formatted())"
+    add(
+      callbackName, "WorkQueue sync bodies", items, baseline: true, try measure(runs: runs) { engineIndependent(items) }
+    )
+    add(callbackName, "WorkQueue callback bodies", items, try measure(runs: runs) { engineCallbacks(items) })
+
+    report.notes.append(
+      "graph workloads: WorkQueue(maxConcurrent: \(engineWidth)) is the baseline; graph built and run together "
+        + "(items added to the running queue), empty bodies. Dispatch (the global queue) and the task group use "
+        + "every active processor (\(WorkQueue.activeProcessorCount) here)."
+    )
+    report.notes.append(
+      "async and callback rows: the peer is the baseline, so the ratio is WorkQueue ÷ peer (goal ≤ 1.5). "
+        + "Callback bodies call finish synchronously."
+    )
+    report.notes.append(
+      "peak threads: the most `Threads:` of /proc/self/status seen while the workload ran (sampled every "
+        + "0.2 ms, one run, the sampler included), and the count just before it started."
+    )
+    return report
+  }
+
+  private mutating func add(
+    _ scenario: String,
+    _ contender: String,
+    _ items: Int,
+    baseline: Bool = false,
+    _ sample: Sample,
+    note: String? = nil
+  ) {
+    report.results.append(
+      BenchmarkResult(
+        scenario: scenario,
+        contender: contender,
+        sample: sample,
+        items: items,
+        isBaseline: baseline,
+        note: note
+      )
+    )
+  }
+}
+
+// MARK: - Graph workloads
+
+private func engineIndependent(_ count: Int) {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  for _ in 0..<count { queue.add {} }
+  queue.waitUntilAllFinished()
+}
+
+private func engineDispatchIndependent(_ count: Int) {
+  let group = DispatchGroup()
+  let queue = DispatchQueue.global()
+  for _ in 0..<count { queue.async(group: group) {} }
+  group.wait()
+}
+
+private func engineTaskGroupIndependent(_ count: Int) async {
+  await withTaskGroup(of: Void.self) { group in
+    for _ in 0..<count { group.addTask {} }
+  }
+}
+
+private func engineChain(_ length: Int) {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  var last = queue.add { 0 }
+  for _ in 0..<length - 1 { last = queue.add(after: last) { $0 + 1 } }
+  let value = try! last.wait()
+  precondition(value == length - 1, "chain computed \(value)")
+}
+
+private func engineFanIn(_ count: Int) {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  var items: [AnyWork] = []
+  items.reserveCapacity(count)
+  for _ in 0..<count { items.append(queue.add {}) }
+  let last = queue.add(dependencies: items) { 1 }
+  precondition(try! last.wait() == 1, "fan-in did not run its last item")
+}
+
+private func engineGraph(_ graph: RandomGraph) {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  var works: [AnyWork] = []
+  works.reserveCapacity(graph.dependencies.count)
+  for dependencies in graph.dependencies {
+    works.append(queue.add(dependencies: dependencies.map { works[$0] }) {})
+  }
+  queue.waitUntilAllFinished()
+  precondition(works.allSatisfy { $0.state == .finished }, "random DAG: a node did not finish")
+}
+
+// MARK: - Body kinds
+
+private func engineAsync(_ count: Int) async {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  for _ in 0..<count { queue.add { () async -> Void in } }
+  // Awaited, not blocked on: the bodies run on the cooperative pool, which this task also runs on.
+  await queue.allFinished()
+}
+
+private func engineCallbacks(_ count: Int) {
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  for _ in 0..<count { queue.addCallback { (finish: WorkFinish<Void>) in finish(()) } }
+  queue.waitUntilAllFinished()
+}
+
+// MARK: - Peak threads
+
+private func engineCallbackPeak(_ count: Int) {
+  let queue = WorkQueue(name: "bench callbacks", maxConcurrent: engineWidth)
+  let ran = RunCounter()
+  for _ in 0..<count {
+    queue.addCallback { (finish: WorkFinish<Void>) in
+      ran.count.add(1, ordering: .relaxed)
+      finish(())
+    }
+  }
+  queue.waitUntilAllFinished()
+  let total = ran.count.load(ordering: .relaxed)
+  precondition(total == count, "callback bodies: \(total) of \(count) ran")
+}
+
+/// How many bodies ran; an `Atomic` only, so it is `Sendable` as it stands.
+private final class RunCounter: Sendable {
+  let count = Atomic<Int>(0)
+}
+
+/// Four queues of width 64 whose bodies block their thread (a 2 ms sleep, as a blocking read would).
+private func engineBlockingPeak(perQueue: Int) {
+  let queues = (0..<4).map { WorkQueue(name: "bench blocking \($0)", maxConcurrent: 64) }
+  for queue in queues {
+    for _ in 0..<perQueue { queue.add { usleep(2_000) } }
+  }
+  for queue in queues { queue.waitUntilAllFinished() }
+}
+
+/// The process's thread count before a workload and the most seen while it ran.
+private struct ThreadPeak {
+  var before: Int
+  var peak: Int
+
+  var note: String { "peak \(peak) threads (\(before) before)" }
+}
+
+/// Runs `body` once while a sampler thread reads `Threads:` from /proc/self/status every 0.2 ms.
+private func measurePeakThreads(_ body: () throws -> Void) throws -> (Sample, ThreadPeak) {
+  let sampler = ThreadSampler()
+  let before = processThreadCount()
+  let thread = Thread { sampler.sample() }
+  thread.start()
+  sampler.waitUntilStarted()
+  let sample = try measure(runs: 1, warmup: 0, body)
+  sampler.stop()
+  return (sample, ThreadPeak(before: before, peak: Swift.max(sampler.peak, processThreadCount())))
+}
+
+/// The state of a sampler thread; `Atomic` fields only, so it is `Sendable` as it stands.
+private final class ThreadSampler: Sendable {
+  private let running = Atomic<Bool>(true)
+  private let started = Atomic<Bool>(false)
+  private let done = DispatchSemaphore(value: 0)
+  private let highest = Atomic<Int>(0)
+
+  var peak: Int { highest.load(ordering: .acquiring) }
+
+  func sample() {
+    while running.load(ordering: .acquiring) {
+      let count = processThreadCount()
+      _ = highest.max(count, ordering: .relaxed)
+      started.store(true, ordering: .releasing)
+      usleep(200)
+    }
+    done.signal()
+  }
+
+  func waitUntilStarted() {
+    while !started.load(ordering: .acquiring) { usleep(100) }
+  }
+
+  func stop() {
+    running.store(false, ordering: .releasing)
+    done.wait()
+  }
+}
+
+/// Sleeps until the process has at most `count` threads, or `limit` has passed.
+private func waitForThreads(atMost count: Int, limit: Duration) {
+  let clock = ContinuousClock()
+  let deadline = clock.now + limit
+  while processThreadCount() > count && clock.now < deadline { usleep(20_000) }
+}
+
+/// The `Threads:` line of /proc/self/status (0 where there is none), read with plain system calls.
+private func processThreadCount() -> Int {
+  let descriptor = open("/proc/self/status", O_RDONLY)
+  guard descriptor >= 0 else { return 0 }
+  defer { close(descriptor) }
+  var buffer = [UInt8](repeating: 0, count: 4096)
+  let length = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+  guard length > 0 else { return 0 }
+  let text = String(decoding: buffer[0..<length], as: UTF8.self)
+  guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Threads:") }) else { return 0 }
+  return Int(line.dropFirst("Threads:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+}
