@@ -1,0 +1,47 @@
+import Spindle
+
+/// How a batch runs: the filter, the codecs, and how much runs at once.
+public struct BatchConfiguration: Sendable {
+  /// The filter applied to every photo.
+  public var filter: TiltShiftFilter
+  /// The decoder, with its pixel limit (decompression bombs are refused before allocating).
+  public var decoder: ImageDecoder
+  /// The output format for items that name none, or nil to keep each input's format.
+  public var outputFormat: ImageFormat?
+  /// JPEG quality, 1...100.
+  public var jpegQuality: Int
+  /// Files decoded, filtered or encoded at once (the width of the codec and filter queues).
+  public var jobs: Int
+  /// Bands each image's filter is split into (1 = the filter runs on one thread).
+  public var bandsPerImage: Int
+  /// At most this many decoded images are held in memory at once, whatever the batch size.
+  public var maxImagesInMemory: Int
+  /// Whether an existing output file may be replaced.
+  public var replaceExisting: Bool
+
+  /// Creates a configuration; the defaults use every core and keep `jobs + 1` images in memory.
+  public init(
+    filter: TiltShiftFilter = TiltShiftFilter(),
+    decoder: ImageDecoder = ImageDecoder(),
+    outputFormat: ImageFormat? = nil,
+    jpegQuality: Int = 90,
+    jobs: Int = WorkQueue.activeProcessorCount,
+    bandsPerImage: Int = WorkQueue.activeProcessorCount,
+    maxImagesInMemory: Int? = nil,
+    replaceExisting: Bool = false
+  ) {
+    self.filter = filter
+    self.decoder = decoder
+    self.outputFormat = outputFormat
+    self.jpegQuality = jpegQuality
+    self.jobs = max(1, jobs)
+    self.bandsPerImage = max(1, bandsPerImage)
+    self.maxImagesInMemory = max(1, maxImagesInMemory ?? (max(1, jobs) + 1))
+    self.replaceExisting = replaceExisting
+  }
+
+  /// One file at a time, one thread per filter: the baseline the demo compares against.
+  public static func serial(filter: TiltShiftFilter = TiltShiftFilter()) -> BatchConfiguration {
+    BatchConfiguration(filter: filter, jobs: 1, bandsPerImage: 1, maxImagesInMemory: 1)
+  }
+}
