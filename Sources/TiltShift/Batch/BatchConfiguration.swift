@@ -1,5 +1,11 @@
 import Spindle
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// How a batch runs: the filter, the codecs, and how much runs at once.
 public struct BatchConfiguration: Sendable {
   /// The filter applied to every photo.
@@ -18,6 +24,24 @@ public struct BatchConfiguration: Sendable {
   public var maxImagesInMemory: Int
   /// Whether an existing output file may be replaced.
   public var replaceExisting: Bool
+  /// Whether outputs are written without metadata (profile, EXIF, XMP, IPTC, text); the pixels are turned
+  /// upright first, so the output still displays as the input did.
+  public var stripsMetadata: Bool
+  /// What transparent pixels are composited on when the output is JPEG.
+  public var background: BackgroundColour
+  /// The most memory, in bytes, the files in flight may take by their estimate (nil: no limit but
+  /// ``maxImagesInMemory``). A file is admitted when its estimate (`3 × decoded size + 2 × file size`, from
+  /// its header) fits in what is left; one whose estimate is over the whole budget is refused with
+  /// ``ImageError/Kind/exceedsMemoryBudget(width:height:bytes:budget:)`` before its pixels are read.
+  public var memoryBudget: Int?
+
+  /// The default ``memoryBudget``: half the physical memory, at most 4 GiB (2 GiB when it cannot be read).
+  public static var defaultMemoryBudget: Int {
+    let pages = sysconf(Int32(_SC_PHYS_PAGES))
+    let size = sysconf(Int32(_SC_PAGESIZE))
+    guard pages > 0, size > 0 else { return 2 << 30 }
+    return min(4 << 30, pages / 2 * size)
+  }
 
   /// Creates a configuration; the defaults use every core and keep `jobs + 1` images in memory.
   public init(
@@ -28,7 +52,10 @@ public struct BatchConfiguration: Sendable {
     jobs: Int = WorkQueue.activeProcessorCount,
     bandsPerImage: Int = WorkQueue.activeProcessorCount,
     maxImagesInMemory: Int? = nil,
-    replaceExisting: Bool = false
+    replaceExisting: Bool = false,
+    stripsMetadata: Bool = false,
+    background: BackgroundColour = .white,
+    memoryBudget: Int? = BatchConfiguration.defaultMemoryBudget
   ) {
     self.filter = filter
     self.decoder = decoder
@@ -38,6 +65,9 @@ public struct BatchConfiguration: Sendable {
     self.bandsPerImage = max(1, bandsPerImage)
     self.maxImagesInMemory = max(1, maxImagesInMemory ?? (max(1, jobs) + 1))
     self.replaceExisting = replaceExisting
+    self.stripsMetadata = stripsMetadata
+    self.background = background
+    self.memoryBudget = memoryBudget.map { max(1, $0) }
   }
 
   /// One file at a time, one thread per filter: the baseline the demo compares against.

@@ -19,6 +19,9 @@ public struct BatchProgress: Sendable {
   /// The most files that were in flight (decoded and not yet written) at once; never above
   /// ``BatchConfiguration/maxImagesInMemory``.
   public var peakInFlight = 0
+  /// The most estimated memory the files in flight held at once; never above
+  /// ``BatchConfiguration/memoryBudget`` unless one file alone was admitted with more (it never is).
+  public var peakBytesInFlight = 0
 
   /// Files that ended one way or another.
   public var completed: Int { succeeded + failed + cancelled }

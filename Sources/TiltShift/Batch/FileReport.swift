@@ -16,6 +16,8 @@ public struct FileReport: Sendable {
   public var outcome: Outcome
   /// Time spent per stage (zero for stages that did not run).
   public var timings: StageTimings
+  /// What a lenient decode let through (missing rows), one line each, naming the file.
+  public var warnings: [String] = []
 
   /// Whether the output was written.
   public var succeeded: Bool {

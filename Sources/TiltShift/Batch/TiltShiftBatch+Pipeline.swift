@@ -23,6 +23,7 @@ extension TiltShiftBatch {
     let item = items[index]
     let configuration = configuration
     let timings = TSanVisibleMutex(StageTimings())
+    let warnings = TSanVisibleMutex([String]())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
     let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
       let clock = ContinuousClock()
@@ -30,13 +31,19 @@ extension TiltShiftBatch {
       defer { timings.withLock { $0.decode = (clock.now - start).secondsValue } }
       let bytes = try ImageFile.read(item.input)
       try WorkContext.current?.checkCancellation()
+      let inputFormat = ImageFormat(detecting: bytes) ?? .jpeg
+      var decoder = configuration.decoder
+      // 16 bits survive only into PNG; JPEG output is decoded straight to 8 bits.
+      decoder.keeps16Bits = (item.format ?? configuration.outputFormat ?? inputFormat) == .png
       let image: Image
+      var found: [String] = []
       do throws(ImageError) {
-        image = try configuration.decoder.decode(bytes)
+        image = try decoder.decode(bytes, warnings: &found)
       } catch {
         throw error.naming(item.input)
       }
-      return Decoded(image: image, format: ImageFormat(detecting: bytes) ?? .jpeg, bytesRead: bytes.count)
+      if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
+      return Decoded(image: image, format: inputFormat, bytesRead: bytes.count)
     }
     let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
       (decoded: Decoded) throws -> Decoded in
@@ -55,7 +62,20 @@ extension TiltShiftBatch {
       let start = clock.now
       defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
       let format = item.format ?? configuration.outputFormat ?? filtered.format
-      let bytes = try ImageEncoder(format: format, jpegQuality: configuration.jpegQuality).encode(filtered.image)
+      var image = filtered.image
+      if configuration.stripsMetadata {
+        // Without its orientation tag the picture must be stored as it is shown.
+        image = image.orientedUpright()
+        image.metadata.strip()
+      }
+      let encoder = ImageEncoder(
+        format: format, jpegQuality: configuration.jpegQuality, background: configuration.background)
+      let bytes: [UInt8]
+      do throws(ImageError) {
+        bytes = try encoder.encode(image)
+      } catch {
+        throw error.naming(item.input)
+      }
       // Last point at which a cancelled batch leaves no output for this file.
       try WorkContext.current?.checkCancellation()
       try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
@@ -90,7 +110,8 @@ extension TiltShiftBatch {
       case .failure(let error):
         outcome = .failed(ImageError(.writeFailed(reason: "\(error)"), path: item.input))
       }
-      completion(FileReport(item: item, outcome: outcome, timings: timings))
+      completion(
+        FileReport(item: item, outcome: outcome, timings: timings, warnings: warnings.withLock { $0 }))
     }
   }
 }

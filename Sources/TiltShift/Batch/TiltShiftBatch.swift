@@ -33,6 +33,11 @@ public final class TiltShiftBatch: Sendable {
   struct State {
     var next = 0
     var inFlight = 0
+    /// The estimated bytes of the files in flight, and each one's share.
+    var bytesInFlight = 0
+    var costs: [Int: Int] = [:]
+    /// The memory estimate of file `index` (the next to start), made before it starts.
+    var headCost: (index: Int, bytes: Int, info: ImageInfo?)?
     var cancelled = false
     var started = false
     var finished = false
