@@ -126,13 +126,14 @@ public struct ImageEncoder: Sendable {
       defer { strings += bytes.filter { $0 != 0 } + [0] }
       return strings.count
     }
-    func latin1(_ text: String, limit: Int = .max) -> [UInt8] {
-      Array(text.unicodeScalars.filter { $0.value >= 32 && $0.value <= 0xFF }.prefix(limit).map { UInt8($0.value) })
+    func latin1(_ text: String, limit: Int = .max, keyword: Bool = false) -> [UInt8] {
+      let allowed = keyword ? 32...0xFF : 1...0xFF
+      return Array(text.unicodeScalars.filter { allowed.contains(Int($0.value)) }.prefix(limit).map { UInt8($0.value) })
     }
     var texts: [PendingText] = []
     for entry in metadata.pngTextEntries {
       let international = entry.isInternational || !ImageMetadata.isLatin1(entry.text)
-      let keyword = latin1(entry.keyword, limit: 79)
+      let keyword = latin1(entry.keyword, limit: 79, keyword: true)
       guard !keyword.isEmpty else { continue }
       let bytes: [UInt8] = international ? Array(entry.text.utf8) : latin1(entry.text)
       texts.append(
@@ -142,7 +143,7 @@ public struct ImageEncoder: Sendable {
           translated: international ? add(Array(entry.translatedKeyword.utf8)) : nil,
           text: add(bytes), length: bytes.filter { $0 != 0 }.count))
     }
-    let iccName = add(latin1(metadata.iccProfile?.name ?? "", limit: 79))
+    let iccName = add(latin1(metadata.iccProfile?.name ?? "", limit: 79, keyword: true))
     let icc = metadata.iccProfile?.data ?? []
     let exif = metadata.pngEXIF ?? []
     let colour = pngColour(metadata)
