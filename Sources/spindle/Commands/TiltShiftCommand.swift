@@ -78,9 +78,8 @@ enum TiltShiftCommand {
       }
       memory = value
     }
-    // Without --max-pixels the budget decides: the largest image whose estimate could fit (one gray sample).
-    let maxPixels = try parsed.int(
-      "max-pixels", default: min(Int(Int32.max) * 4, memory / 3), range: 1...Int(Int32.max) * 4)
+    // Without --max-pixels the memory budget alone decides, from each file's header, before any pixel is decoded.
+    let maxPixels = try parsed.int("max-pixels", default: Int(Int32.max) * 4, range: 1...Int(Int32.max) * 4)
     var background = BackgroundColour.white
     if let text = parsed.string("background") {
       guard let colour = BackgroundColour(parsing: text) else {
