@@ -2,7 +2,8 @@
 # Measures the peak resident memory of `spindle tiltshift` over four 100-megapixel PNGs (10000 x 10000 RGB),
 # with the default memory budget and with --memory 2G, and prints one line per run.
 #
-#   Scripts/measure-memory.sh [SPINDLE_BINARY]     (default: a release build in $SCRATCH, built if missing)
+#   Scripts/measure-memory.sh [SPINDLE_BINARY [EXTRA TILTSHIFT OPTIONS...]]
+#   (default binary: a release build in $SCRATCH, built if missing)
 #
 # Work files (the PNGs, about 1.7 MB each, and the outputs) go to $WORK, default /tmp/spindle-memory.
 set -euo pipefail
@@ -10,6 +11,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${WORK:-/tmp/spindle-memory}"
 scratch="${SCRATCH:-$root/.build-memory}"
 spindle="${1:-}"
+[ $# -gt 0 ] && shift
 if [ -z "$spindle" ]; then
   swift build -c release --package-path "$root" --scratch-path "$scratch" >/dev/null
   spindle="$scratch/release/spindle"
