@@ -61,6 +61,24 @@ import Testing
     #expect(estimate <= 2 << 30, "\(estimate) fits a 2 GiB budget (the default is half the RAM, up to 4 GiB)")
   }
 
+  @Test func aMediumFormatHeaderIsAdmittedByTheDefaults() async throws {
+    // A PNG whose header is an 11648 × 8736 frame and whose pixels are missing: admitted (and found short),
+    // where the old fixed 100 MP default refused it for its size.
+    let folder = try TiltShiftBatchTests.folder()
+    let header = TestImages.png(width: 11648, height: 8736, bitDepth: 8, colorType: 2, rows: [])
+    let input = folder + "/frame.png"
+    try ImageFile.writeAtomically(header, to: input)
+    let summary = await TiltShiftBatch(items: [BatchItem(input: input, output: folder + "/out.png")]).run()
+    guard case .failed(let error) = summary.reports[0].outcome else {
+      Issue.record("a frame with no pixel data cannot succeed: \(summary.reports[0].outcome)")
+      return
+    }
+    if case .truncated(.png, 0, 8736, _) = error.kind {
+    } else {
+      Issue.record("expected it admitted and found empty, got \(error.kind)")
+    }
+  }
+
   @Test func lenientDecodesReportTheirWarnings() async throws {
     let (items, _, _) = try Self.pngs(1)
     let bytes = try ImageFile.read(items[0].input)
