@@ -381,3 +381,27 @@ private func reference16(_ image: Image, _ parameters: TiltShiftParameters) -> [
   }
   return out
 }
+
+/// Metadata blocks from a hostile file: parsed without a trap and without allocating what they claim.
+@Suite struct HostileMetadataTests {
+  @Test func declaredSizesBeyondTheDataAreIgnored() {
+    // An extended-XMP chunk claiming 60 MB, and a raw IPTC profile claiming a terabyte.
+    let extended =
+      ImageMetadata.jpegExtendedXMPHeader + Array(repeating: UInt8(ascii: "A"), count: 32)
+      + ImageMetadata.bigEndian(60_000_000) + ImageMetadata.bigEndian(0) + [1, 2, 3]
+    let main =
+      ImageMetadata.jpegXMPHeader + Array("<x xmpNote:HasExtendedXMP=\"\(String(repeating: "A", count: 32))\"/>".utf8)
+    let metadata = ImageMetadata(jpegMarkers: [(0xE1, main), (0xE1, extended)], density: nil)
+    #expect(metadata.extendedXMP == nil && metadata.xmp != nil)
+    #expect(ImageMetadata.rawProfileBytes("\n8bim\n1000000000000\nabcd\n") == nil)
+    #expect(ImageMetadata.rawProfileBytes(ImageMetadata.rawProfileText("8bim", [1, 2, 255])) == [1, 2, 255])
+    // Truncated EXIF and ICC segments are skipped, never read past their end.
+    let broken = ImageMetadata(
+      jpegMarkers: [(0xE1, Array("Exif".utf8) + [0, 0, 0x4D]), (0xE2, Array("ICC_PROFILE".utf8) + [0, 1])], density: nil
+    )
+    #expect(broken.iccProfile == nil)
+    var image = Image(width: 1, height: 1, layout: .gray, pixels: [0])
+    image.metadata = broken
+    #expect(image.orientation == 1)
+  }
+}

@@ -24,6 +24,11 @@ extension ImageMetadata {
     var extended: [UInt8]?
     var extendedGUID: String?
     var iptcParts: [UInt8] = []
+    // An extension can be no bigger than the chunks present: a declared size beyond them allocates nothing.
+    let extendedBytesPresent = markers.reduce(0) { sum, marker in
+      marker.code == Self.app1 && marker.bytes.starts(with: Self.jpegExtendedXMPHeader)
+        ? sum + max(0, marker.bytes.count - Self.jpegExtendedXMPHeader.count - 40) : sum
+    }
     for (code, bytes) in markers {
       switch code {
       case Self.app1 where bytes.starts(with: Self.jpegEXIFHeader):
@@ -37,7 +42,7 @@ extension ImageMetadata {
         let total = Self.bigEndian32(body.dropFirst(32))
         let offset = Self.bigEndian32(body.dropFirst(36))
         let chunk = body.dropFirst(40)
-        guard total <= 1 << 26, offset + chunk.count <= total else { continue }
+        guard total <= extendedBytesPresent, offset + chunk.count <= total else { continue }
         if extendedGUID == nil {
           extendedGUID = guid
           extended = [UInt8](repeating: 0, count: total)

@@ -60,7 +60,10 @@ extension ImageMetadata {
   /// The bytes of a raw profile text, or nil when it is not one.
   static func rawProfileBytes(_ text: String) -> [UInt8]? {
     let lines = text.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: true)
-    guard lines.count == 3, let length = Int(lines[1].trimmingWhitespace()), length >= 0 else { return nil }
+    // The declared length is checked against the hex that is there before anything is reserved.
+    guard lines.count == 3, let length = Int(lines[1].trimmingWhitespace()), length >= 0,
+      length <= lines[2].utf8.count / 2
+    else { return nil }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(length)
     var high: UInt8?
