@@ -52,6 +52,14 @@ import Testing
     let image = try ImageDecoder(isLenient: true).decode(cut, warnings: &warnings)
     #expect(image.width == 64 && image.height == 64)
     #expect(warnings.count == 1 && warnings[0].contains("rows \(first)–63 of 64 are missing"), "\(warnings)")
+    // A progressive file is read whole before any row is made: no row is known, the whole image is incomplete.
+    let progressive = try ImageEncoder(format: .jpeg, jpegProgressive: true).encode(
+      TestImages.picture(width: 64, height: 64, layout: .rgb))
+    let cutProgressive = caught { _ = try decoder.decode(Array(progressive.prefix(progressive.count * 7 / 10))) }
+    #expect(
+      cutProgressive?.kind
+        == .truncated(format: .jpeg, firstMissingRow: nil, height: 64, message: "Premature end of JPEG file"))
+    #expect(cutProgressive?.description.hasPrefix("the JPEG file ends too early: the image is incomplete") == true)
     // The file cut right before its end marker has every row, and still says so.
     let noEnd = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 16, height: 16, layout: .gray))
     guard case .truncated(.jpeg, _, 16, _)? = caught({ _ = try decoder.decode(Array(noEnd.dropLast(2))) })?.kind else {
