@@ -298,6 +298,13 @@ import Testing
     let blue = try #require(BackgroundColour(parsing: "#1E90FF"))
     #expect(zip(try corner(blue), [0x1E, 0x90, 0xFF]).allSatisfy { abs($0 - $1) <= 6 })
     #expect(BackgroundColour(parsing: "#12345") == nil && BackgroundColour(parsing: "blue") == nil)
+    // A gray profile stays with gray output and goes when a coloured background makes the output RGB.
+    var tagged = Image(width: 4, height: 4, layout: .grayAlpha, filledWith: 128)
+    tagged.metadata.iccProfile = ImageMetadata.ICCProfile(
+      data: PhotoFixtures.iccProfile(size: 512, colourSpace: "GRAY"))
+    #expect(try decoder.decode(try ImageEncoder(format: .jpeg).encode(tagged)).metadata.iccProfile != nil)
+    #expect(
+      try decoder.decode(try ImageEncoder(format: .jpeg, background: blue).encode(tagged)).metadata.iccProfile == nil)
     // Half-transparent gray on a coloured background becomes colour.
     let gray = Image(width: 1, height: 1, layout: .grayAlpha, pixels: [200, 128]).compositedOn(blue)
     #expect(

@@ -62,6 +62,10 @@ public struct ImageEncoder: Sendable {
         // Orientation known only from XMP: most JPEG viewers read EXIF alone, so say it there too.
         metadata.exif = EXIFWriter.orientationBlock(image.orientation)
       }
+      if opaque.layout == .rgb, metadata.iccProfile?.colourSpace == "GRAY" {
+        // Gray+alpha composited on a coloured background is RGB now: a gray profile no longer describes it.
+        metadata.iccProfile = nil
+      }
       let markers = try metadata.jpegMarkers()
       let density = metadata.jfifDensity
       status = opaque.pixels.withUnsafeBufferPointer { pixels in
