@@ -16,7 +16,22 @@ typedef struct {
   char message[JMSG_LENGTH_MAX];
   /// The first warning libjpeg reported (warnings never print).
   int warning_code;
+  /// The first warning that means pixels are missing or wrong (premature end of data, bad entropy code),
+  /// the output row being produced when it came (-1: before any row, while buffering a multi-scan image),
+  /// and libjpeg's message for it.
+  int damage_code;
+  int damage_row;
+  char damage_message[JMSG_LENGTH_MAX];
 } spindle_error_manager;
+
+/// Whether a warning means the decoded pixels are incomplete or wrong (libjpeg pads them with gray).
+static int spindle_is_damage(int code) {
+  return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE ||
+         code == JWRN_ARITH_BAD_CODE || code == JWRN_MUST_RESYNC;
+}
+
+/// Whether a damage warning means the data ends early (rather than being wrong where it is).
+static int spindle_is_truncation(int code) { return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER; }
 
 static void spindle_error_exit(j_common_ptr cinfo) {
   spindle_error_manager *manager = (spindle_error_manager *)cinfo->err;
@@ -32,6 +47,20 @@ static void spindle_emit_message(j_common_ptr cinfo, int level) {
       manager->warning_code = manager->base.msg_code;
       manager->base.format_message(cinfo, manager->message);
     }
+    // Every warning is looked at, not only the first: a harmless one (extraneous bytes) may come before
+    // the one that says the file ends early.
+    if (manager->damage_code < 0 && spindle_is_damage(manager->base.msg_code)) {
+      manager->damage_code = manager->base.msg_code;
+      manager->damage_row = -1;
+      if (cinfo->is_decompressor) {
+        // A single-scan image is decoded as it is read: rows from the current one on are gray. A multi-scan
+        // (progressive) image is read whole first, so no row is known.
+        j_decompress_ptr info = (j_decompress_ptr)cinfo;
+        if (info->global_state >= 205 /* DSTATE_SCANNING */ && !jpeg_has_multiple_scans(info))
+          manager->damage_row = (int)info->output_scanline;
+      }
+      manager->base.format_message(cinfo, manager->damage_message);
+    }
     manager->base.num_warnings++;
   }
 }
@@ -45,6 +74,9 @@ static void spindle_install_errors(spindle_error_manager *manager) {
   manager->base.output_message = spindle_output_message;
   manager->message[0] = 0;
   manager->warning_code = -1;
+  manager->damage_code = -1;
+  manager->damage_row = -1;
+  manager->damage_message[0] = 0;
 }
 
 /// Progressive JPEGs may hold any number of scans, each a full pass over the image; a hostile file
@@ -62,6 +94,11 @@ struct spindle_jpeg_decoder {
   int adobe_inverted;
   uint8_t *exif;
   size_t exif_length;
+  /// Copies of the saved metadata markers: libjpeg frees its own when decompression finishes.
+  int marker_count;
+  int *marker_codes;
+  uint8_t **marker_data;
+  size_t *marker_lengths;
   char message[JMSG_LENGTH_MAX + 64];
 };
 
@@ -103,9 +140,31 @@ int spindle_jpeg_decoder_read_header(spindle_jpeg_decoder *decoder, uint64_t max
   if (decoder->stage != 0) return spindle_fail(decoder, SPINDLE_JPEG_MISUSE, "header already read");
   if (setjmp(decoder->errors.jump)) return spindle_fail(decoder, SPINDLE_JPEG_CORRUPT, decoder->errors.message);
   jpeg_mem_src(&decoder->info, decoder->data, (unsigned long)decoder->length);
+  // The metadata markers a photo carries: EXIF and XMP (APP1), ICC profile (APP2), IPTC (APP13), comments.
   jpeg_save_markers(&decoder->info, JPEG_APP0 + 1, 0xFFFF);
+  jpeg_save_markers(&decoder->info, JPEG_APP0 + 2, 0xFFFF);
+  jpeg_save_markers(&decoder->info, JPEG_APP0 + 13, 0xFFFF);
+  jpeg_save_markers(&decoder->info, JPEG_COM, 0xFFFF);
   jpeg_read_header(&decoder->info, TRUE);
 
+  int count = 0;
+  for (jpeg_saved_marker_ptr marker = decoder->info.marker_list; marker != NULL; marker = marker->next) count++;
+  if (count > 0) {
+    decoder->marker_codes = calloc((size_t)count, sizeof(int));
+    decoder->marker_data = calloc((size_t)count, sizeof(uint8_t *));
+    decoder->marker_lengths = calloc((size_t)count, sizeof(size_t));
+    if (decoder->marker_codes == NULL || decoder->marker_data == NULL || decoder->marker_lengths == NULL)
+      return spindle_fail(decoder, SPINDLE_JPEG_NO_MEMORY, "out of memory");
+    for (jpeg_saved_marker_ptr marker = decoder->info.marker_list; marker != NULL; marker = marker->next) {
+      uint8_t *copy = malloc(marker->data_length > 0 ? marker->data_length : 1);
+      if (copy == NULL) return spindle_fail(decoder, SPINDLE_JPEG_NO_MEMORY, "out of memory");
+      memcpy(copy, marker->data, marker->data_length);
+      decoder->marker_codes[decoder->marker_count] = marker->marker;
+      decoder->marker_data[decoder->marker_count] = copy;
+      decoder->marker_lengths[decoder->marker_count] = marker->data_length;
+      decoder->marker_count++;
+    }
+  }
   for (jpeg_saved_marker_ptr marker = decoder->info.marker_list; marker != NULL; marker = marker->next) {
     if (marker->marker == JPEG_APP0 + 1 && marker->data_length >= 6 && memcmp(marker->data, "Exif\0\0", 6) == 0) {
       decoder->exif = malloc(marker->data_length);
@@ -167,7 +226,7 @@ static void spindle_cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, JDIMENSION wi
   }
 }
 
-int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pixels, size_t capacity) {
+int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient) {
   if (decoder->stage != 1) return spindle_fail(decoder, SPINDLE_JPEG_MISUSE, "header not read");
   int channels = decoder->cmyk ? 3 : decoder->info.out_color_space == JCS_GRAYSCALE ? 1 : 3;
   size_t row_bytes = (size_t)decoder->info.image_width * (size_t)channels;
@@ -192,13 +251,45 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
   }
   free(scratch);
   scratch = NULL;
-  // A truncated file only raises a warning in libjpeg (it pads with gray); treat it as corruption.
-  if (decoder->errors.warning_code == JWRN_JPEG_EOF) {
-    return spindle_fail(decoder, SPINDLE_JPEG_CORRUPT, decoder->errors.message);
+  // A file that ends early (or whose entropy data is damaged) only raises a warning in libjpeg, which pads
+  // the missing rows with gray. Looking for the end marker may raise it too, so finish before judging.
+  if (decoder->errors.damage_code < 0) jpeg_finish_decompress(&decoder->info);
+  if (decoder->errors.damage_code >= 0) {
+    snprintf(decoder->message, sizeof decoder->message, "%s", decoder->errors.damage_message);
+    if (!lenient) {
+      decoder->stage = -1;
+      return spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+    }
   }
-  jpeg_finish_decompress(&decoder->info);
   decoder->stage = 3;
   return SPINDLE_JPEG_OK;
+}
+
+int spindle_jpeg_decoder_damage(const spindle_jpeg_decoder *decoder, int *first_row) {
+  *first_row = decoder->errors.damage_row;
+  if (decoder->errors.damage_code < 0) return 0;
+  return spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+}
+
+int spindle_jpeg_decoder_marker_count(const spindle_jpeg_decoder *decoder) { return decoder->marker_count; }
+
+const uint8_t *spindle_jpeg_decoder_marker(const spindle_jpeg_decoder *decoder, int index, int *code, size_t *length) {
+  if (index < 0 || index >= decoder->marker_count) {
+    *code = 0;
+    *length = 0;
+    return NULL;
+  }
+  *code = decoder->marker_codes[index];
+  *length = decoder->marker_lengths[index];
+  return decoder->marker_data[index];
+}
+
+int spindle_jpeg_decoder_density(const spindle_jpeg_decoder *decoder, int *unit, int *x, int *y) {
+  if (!decoder->info.saw_JFIF_marker) return 0;
+  *unit = decoder->info.density_unit;
+  *x = decoder->info.X_density;
+  *y = decoder->info.Y_density;
+  return 1;
 }
 
 const char *spindle_jpeg_decoder_message(const spindle_jpeg_decoder *decoder) { return decoder->message; }
@@ -216,6 +307,10 @@ void spindle_jpeg_decoder_destroy(spindle_jpeg_decoder *decoder) {
   if (decoder == NULL) return;
   jpeg_destroy_decompress(&decoder->info);
   free(decoder->exif);
+  for (int i = 0; i < decoder->marker_count; i++) free(decoder->marker_data[i]);
+  free(decoder->marker_codes);
+  free(decoder->marker_data);
+  free(decoder->marker_lengths);
   free(decoder);
 }
 
@@ -225,8 +320,8 @@ typedef struct {
 } spindle_jpeg_encoder;
 
 int spindle_jpeg_encode(const uint8_t *pixels, int width, int height, int channels, int quality, int progressive,
-                        const uint8_t *exif, size_t exif_length, uint8_t **output, size_t *output_length,
-                        char *message, size_t capacity) {
+                        const spindle_jpeg_marker *markers, size_t marker_count, int density_unit, int x_density,
+                        int y_density, uint8_t **output, size_t *output_length, char *message, size_t capacity) {
   *output = NULL;
   *output_length = 0;
   if (width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION || channels < 1 ||
@@ -234,9 +329,17 @@ int spindle_jpeg_encode(const uint8_t *pixels, int width, int height, int channe
     snprintf(message, capacity, "cannot encode a %dx%d image with %d channels as JPEG", width, height, channels);
     return SPINDLE_JPEG_MISUSE;
   }
-  if (exif_length > 65533 - 2) {
-    snprintf(message, capacity, "EXIF block of %zu bytes does not fit in one JPEG marker", exif_length);
-    return SPINDLE_JPEG_MISUSE;
+  // A marker's 16-bit length counts its own two bytes: one marker holds 65,533 bytes of payload.
+  int has_exif = 0;
+  for (size_t i = 0; i < marker_count; i++) {
+    if (markers[i].length > SPINDLE_JPEG_MAX_MARKER_PAYLOAD || markers[i].code < JPEG_APP0 ||
+        markers[i].code > JPEG_COM || (markers[i].length > 0 && markers[i].data == NULL)) {
+      snprintf(message, capacity, "a metadata block of %zu bytes does not fit in one JPEG marker (at most %d)",
+               markers[i].length, SPINDLE_JPEG_MAX_MARKER_PAYLOAD);
+      return SPINDLE_JPEG_MISUSE;
+    }
+    if (markers[i].code == JPEG_APP0 + 1 && markers[i].length >= 6 && memcmp(markers[i].data, "Exif\0\0", 6) == 0)
+      has_exif = 1;
   }
   spindle_jpeg_encoder *volatile encoder = calloc(1, sizeof(spindle_jpeg_encoder));
   if (encoder == NULL) {
@@ -266,13 +369,23 @@ int spindle_jpeg_encode(const uint8_t *pixels, int width, int height, int channe
   jpeg_set_defaults(&encoder->info);
   jpeg_set_quality(&encoder->info, quality < 1 ? 1 : quality > 100 ? 100 : quality, TRUE);
   if (progressive) jpeg_simple_progression(&encoder->info);
-  if (exif != NULL && exif_length > 0) encoder->info.write_JFIF_header = FALSE;
+  // JFIF (with the pixel density) comes first when a density is known; otherwise an EXIF file goes without it.
+  if (density_unit >= 0 && density_unit <= 2 && x_density > 0 && y_density > 0 && x_density <= 65535 &&
+      y_density <= 65535) {
+    encoder->info.write_JFIF_header = TRUE;
+    encoder->info.density_unit = (UINT8)density_unit;
+    encoder->info.X_density = (UINT16)x_density;
+    encoder->info.Y_density = (UINT16)y_density;
+  } else if (has_exif) {
+    encoder->info.write_JFIF_header = FALSE;
+  }
   if (channels == 2 || channels == 4) {
     scratch = malloc((size_t)width * (size_t)(gray ? 1 : 3));
     if (scratch == NULL) ERREXIT(&encoder->info, JERR_OUT_OF_MEMORY);
   }
   jpeg_start_compress(&encoder->info, TRUE);
-  if (exif != NULL && exif_length > 0) jpeg_write_marker(&encoder->info, JPEG_APP0 + 1, exif, (unsigned)exif_length);
+  for (size_t i = 0; i < marker_count; i++)
+    jpeg_write_marker(&encoder->info, markers[i].code, markers[i].data, (unsigned)markers[i].length);
   size_t row_bytes = (size_t)width * (size_t)channels;
   while (encoder->info.next_scanline < encoder->info.image_height) {
     const uint8_t *source = pixels + row_bytes * encoder->info.next_scanline;

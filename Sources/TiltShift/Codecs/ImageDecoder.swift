@@ -1,22 +1,27 @@
 import CJPEG
 import CPNG
 
-/// Decodes JPEG and PNG bytes into ``Image`` values, refusing images above a pixel limit.
+/// Decodes JPEG and PNG bytes into ``Image`` values with their metadata, refusing images above a pixel limit.
 ///
 /// The format comes from the magic bytes, never from a file name. JPEG: baseline, progressive,
 /// grayscale (→ ``Image/Layout/gray``), YCbCr/RGB (→ ``Image/Layout/rgb``), CMYK and YCCK (converted
-/// to RGB, Adobe-inverted or not); the first EXIF APP1 segment is kept in ``Image/exif``. A truncated
-/// JPEG is an error, not a gray-padded image. PNG: every colour type and bit depth becomes 8 bits per
-/// sample — palette expands to RGB (RGBA with tRNS), gray with tRNS gains alpha, 16-bit samples are
-/// scaled down, Adam7 interlacing is undone. Codec warnings are never printed.
+/// to RGB, Adobe-inverted or not; their CMYK profile no longer applies and is dropped). PNG: every colour
+/// type and bit depth; palette expands to RGB (RGBA with tRNS), gray with tRNS gains alpha, Adam7 interlacing
+/// is undone, 16-bit samples are kept with ``keeps16Bits`` or scaled to 8 bits. The file's metadata is read
+/// into ``Image/metadata`` (see ``ImageMetadata``). Codec warnings are never printed.
+///
+/// Data that ends early, or whose compressed pixels are damaged, is an error that says which rows are
+/// missing — never a silently gray-padded image. With ``isLenient`` it becomes a warning instead (the missing
+/// rows are gray for JPEG, black for PNG), reported through ``decode(_:warnings:)``.
 ///
 /// The limit is checked against the header's dimensions before any pixel buffer is allocated, so a
 /// tiny "decompression bomb" costs nothing. Every call is independent: one decoder value can be used
 /// from many threads at once.
 ///
 /// ```swift
-/// let decoder = ImageDecoder(maxPixels: 50_000_000)
-/// let image = try decoder.decode(contentsOf: "IMG_0001.jpg")
+/// let decoder = ImageDecoder(maxPixels: 50_000_000, keeps16Bits: true)
+/// var warnings: [String] = []
+/// let image = try decoder.decode(ImageFile.read("scan.png"), warnings: &warnings)
 /// ```
 public struct ImageDecoder: Sendable {
   /// The default pixel limit: 268 megapixels (16384 × 16384).
@@ -24,10 +29,16 @@ public struct ImageDecoder: Sendable {
 
   /// Images with more than this many pixels (width × height) are refused with ``ImageError/Kind/tooManyPixels(width:height:limit:)``.
   public var maxPixels: Int
+  /// Whether 16-bit PNG samples stay 16-bit (``Image/bitDepth`` 16) instead of being scaled to 8 bits.
+  public var keeps16Bits: Bool
+  /// Whether data that ends early or is damaged decodes anyway, with a warning naming the missing rows.
+  public var isLenient: Bool
 
   /// Creates a decoder with a pixel limit.
-  public init(maxPixels: Int = ImageDecoder.defaultMaxPixels) {
+  public init(maxPixels: Int = ImageDecoder.defaultMaxPixels, keeps16Bits: Bool = false, isLenient: Bool = false) {
     self.maxPixels = max(0, maxPixels)
+    self.keeps16Bits = keeps16Bits
+    self.isLenient = isLenient
   }
 
   /// Reads and decodes the file at `path`; errors name the file.
@@ -42,21 +53,29 @@ public struct ImageDecoder: Sendable {
 
   /// Decodes in-memory file bytes.
   public func decode(_ bytes: [UInt8]) throws(ImageError) -> Image {
+    var warnings: [String] = []
+    return try decode(bytes, warnings: &warnings)
+  }
+
+  /// Decodes in-memory file bytes; what a lenient decode let through is appended to `warnings`, one line each.
+  public func decode(_ bytes: [UInt8], warnings: inout [String]) throws(ImageError) -> Image {
     guard !bytes.isEmpty else { throw ImageError(.emptyFile) }
     guard let format = ImageFormat(detecting: bytes) else { throw ImageError(.notAnImage) }
+    var found: [String] = []
     let result: Result<Image, ImageError> = bytes.withUnsafeBufferPointer { buffer in
       switch format {
-      case .jpeg: decodeJPEG(buffer)
-      case .png: decodePNG(buffer)
+      case .jpeg: decodeJPEG(buffer, warnings: &found)
+      case .png: decodePNG(buffer, warnings: &found)
       }
     }
+    warnings += found
     return try result.get()
   }
 
   /// Reads only the header: format, dimensions and the layout a decode would produce.
   ///
   /// Cheap (no pixel is decoded), and subject to the same pixel limit, so a pipeline can budget memory
-  /// (`width * height * layout.channels` bytes per decoded image) before decoding anything.
+  /// (``ImageInfo/decodedByteCount``) before decoding anything.
   public func info(_ bytes: [UInt8]) throws(ImageError) -> ImageInfo {
     guard !bytes.isEmpty else { throw ImageError(.emptyFile) }
     guard let format = ImageFormat(detecting: bytes) else { throw ImageError(.notAnImage) }
@@ -64,6 +83,7 @@ public struct ImageDecoder: Sendable {
       var width: Int32 = 0
       var height: Int32 = 0
       var channels: Int32 = 0
+      var depth: Int32 = 8
       let status: Int32
       let message: String
       switch format {
@@ -75,39 +95,37 @@ public struct ImageDecoder: Sendable {
         status = spindle_jpeg_decoder_read_header(decoder, UInt64(maxPixels), &width, &height, &channels)
         message = String(cString: spindle_jpeg_decoder_message(decoder))
         if status != Int32(SPINDLE_JPEG_OK) && status != Int32(SPINDLE_JPEG_TOO_MANY_PIXELS) {
-          return .failure(jpegError(status, message))
+          return .failure(jpegError(status, message, header: true))
         }
       case .png:
         guard let decoder = spindle_png_decoder_create(data.baseAddress, data.count) else {
           return .failure(ImageError(.corruptData(format: .png, message: "cannot create a decoder (out of memory)")))
         }
         defer { spindle_png_decoder_destroy(decoder) }
-        status = spindle_png_decoder_read_header(decoder, UInt64(maxPixels), &width, &height, &channels)
+        status = spindle_png_decoder_read_header(
+          decoder, UInt64(maxPixels), keeps16Bits ? 1 : 0, &width, &height, &channels, &depth)
         message = String(cString: spindle_png_decoder_message(decoder))
         if status != Int32(SPINDLE_PNG_OK) && status != Int32(SPINDLE_PNG_TOO_MANY_PIXELS) {
-          return .failure(ImageError(.corruptData(format: .png, message: message)))
+          return .failure(pngError(status, message, header: true, height: Int(height)))
         }
       }
       if status != 0 {
         return .failure(ImageError(.tooManyPixels(width: Int(width), height: Int(height), limit: maxPixels)))
       }
       guard let layout = Image.Layout(channels: Int(channels)), width > 0, height > 0 else {
-        return .failure(ImageError(.corruptData(format: format, message: "invalid image dimensions")))
+        return .failure(ImageError(.invalidFile(format: format, message: "invalid image dimensions")))
       }
-      return .success(ImageInfo(format: format, width: Int(width), height: Int(height), layout: layout))
+      return .success(
+        ImageInfo(format: format, width: Int(width), height: Int(height), layout: layout, bitDepth: Int(depth)))
     }
     return try result.get()
   }
 
-  private func decodeJPEG(_ data: UnsafeBufferPointer<UInt8>) -> Result<Image, ImageError> {
+  private func decodeJPEG(_ data: UnsafeBufferPointer<UInt8>, warnings: inout [String]) -> Result<Image, ImageError> {
     guard let decoder = spindle_jpeg_decoder_create(data.baseAddress, data.count) else {
       return .failure(ImageError(.corruptData(format: .jpeg, message: "cannot create a decoder (out of memory)")))
     }
     defer { spindle_jpeg_decoder_destroy(decoder) }
-    func failure(_ status: Int32) -> ImageError {
-      let message = String(cString: spindle_jpeg_decoder_message(decoder))
-      return jpegError(status, message)
-    }
     var width: Int32 = 0
     var height: Int32 = 0
     var channels: Int32 = 0
@@ -116,63 +134,170 @@ public struct ImageDecoder: Sendable {
       if status == Int32(SPINDLE_JPEG_TOO_MANY_PIXELS) {
         return .failure(ImageError(.tooManyPixels(width: Int(width), height: Int(height), limit: maxPixels)))
       }
-      return .failure(failure(status))
+      return .failure(jpegError(status, String(cString: spindle_jpeg_decoder_message(decoder)), header: true))
     }
     guard let layout = Image.Layout(channels: Int(channels)), width > 0, height > 0 else {
-      return .failure(ImageError(.corruptData(format: .jpeg, message: "invalid image dimensions")))
+      return .failure(ImageError(.invalidFile(format: .jpeg, message: "invalid image dimensions")))
     }
     let count = Int(width) * Int(height) * Int(channels)
     var readStatus = Int32(SPINDLE_JPEG_OK)
     let pixels = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      readStatus = spindle_jpeg_decoder_read_pixels(decoder, buffer.baseAddress, count)
+      readStatus = spindle_jpeg_decoder_read_pixels(decoder, buffer.baseAddress, count, isLenient ? 1 : 0)
       // On failure the contents are discarded; claiming them initialized keeps the array valid (UInt8 is trivial).
       initialized = count
     }
-    guard readStatus == Int32(SPINDLE_JPEG_OK) else { return .failure(failure(readStatus)) }
-    var exifLength = 0
-    var exif: [UInt8]?
-    if let exifBytes = spindle_jpeg_decoder_exif(decoder, &exifLength), exifLength > 0 {
-      exif = Array(UnsafeBufferPointer(start: exifBytes, count: exifLength))
+    var firstRow: Int32 = -1
+    let damage = spindle_jpeg_decoder_damage(decoder, &firstRow)
+    let message = String(cString: spindle_jpeg_decoder_message(decoder))
+    let damageError =
+      damage == Int32(SPINDLE_JPEG_TRUNCATED)
+      ? ImageError(
+        .truncated(
+          format: .jpeg, firstMissingRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
+      : ImageError(.corruptData(format: .jpeg, message: firstRow < 0 ? message : "\(message), from row \(firstRow)"))
+    guard readStatus == Int32(SPINDLE_JPEG_OK) else {
+      return .failure(damage != 0 ? damageError : jpegError(readStatus, message, header: false))
     }
-    return .success(Image(width: Int(width), height: Int(height), layout: layout, pixels: pixels, exif: exif))
+    if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "gray")) }
+    var markers: [(code: Int, bytes: [UInt8])] = []
+    for index in 0..<spindle_jpeg_decoder_marker_count(decoder) {
+      var code: Int32 = 0
+      var length = 0
+      guard let bytes = spindle_jpeg_decoder_marker(decoder, index, &code, &length) else { continue }
+      markers.append((Int(code), Array(UnsafeBufferPointer(start: bytes, count: length))))
+    }
+    var unit: Int32 = 0
+    var x: Int32 = 0
+    var y: Int32 = 0
+    var density: ImageMetadata.PixelDensity?
+    if spindle_jpeg_decoder_density(decoder, &unit, &x, &y) != 0, x > 0, y > 0, (0...2).contains(unit) {
+      // 1:1 with no unit is JFIF's "nothing said"; keep only real information.
+      if unit != 0 || x != y {
+        density = ImageMetadata.PixelDensity(
+          x: Int(x), y: Int(y), unit: unit == 0 ? .aspectRatio : unit == 1 ? .perInch : .perCentimetre)
+      }
+    }
+    var metadata = ImageMetadata(jpegMarkers: markers, density: density)
+    if let profile = metadata.iccProfile, profile.colourSpace == "CMYK" {
+      // The pixels are RGB now: a CMYK profile describes something they no longer are.
+      metadata.iccProfile = nil
+    }
+    return .success(
+      Image(width: Int(width), height: Int(height), layout: layout, bitDepth: 8, bytes: pixels, metadata: metadata))
   }
 
-  private func jpegError(_ status: Int32, _ message: String) -> ImageError {
+  static func leniencyWarning(_ error: ImageError, filler: String) -> String {
+    "\(error.description); decoded anyway (--lenient), missing pixels are \(filler)"
+  }
+
+  private func jpegError(_ status: Int32, _ message: String, header: Bool) -> ImageError {
     switch status {
     case Int32(SPINDLE_JPEG_UNSUPPORTED): ImageError(.unsupported(format: .jpeg, message: message))
+    case _ where header: ImageError(.invalidFile(format: .jpeg, message: message))
     default: ImageError(.corruptData(format: .jpeg, message: message))
     }
   }
 
-  private func decodePNG(_ data: UnsafeBufferPointer<UInt8>) -> Result<Image, ImageError> {
+  private func pngError(_ status: Int32, _ message: String, header: Bool, height: Int) -> ImageError {
+    if header {
+      if message.contains("end of file") {
+        return ImageError(.truncated(format: .png, firstMissingRow: 0, height: max(1, height), message: message))
+      }
+      return ImageError(.invalidFile(format: .png, message: message))
+    }
+    return ImageError(.corruptData(format: .png, message: message))
+  }
+
+  private func decodePNG(_ data: UnsafeBufferPointer<UInt8>, warnings: inout [String]) -> Result<Image, ImageError> {
     guard let decoder = spindle_png_decoder_create(data.baseAddress, data.count) else {
       return .failure(ImageError(.corruptData(format: .png, message: "cannot create a decoder (out of memory)")))
     }
     defer { spindle_png_decoder_destroy(decoder) }
-    func failure() -> ImageError {
-      ImageError(.corruptData(format: .png, message: String(cString: spindle_png_decoder_message(decoder))))
-    }
     var width: Int32 = 0
     var height: Int32 = 0
     var channels: Int32 = 0
-    let status = spindle_png_decoder_read_header(decoder, UInt64(maxPixels), &width, &height, &channels)
+    var depth: Int32 = 8
+    let status = spindle_png_decoder_read_header(
+      decoder, UInt64(maxPixels), keeps16Bits ? 1 : 0, &width, &height, &channels, &depth)
     guard status == Int32(SPINDLE_PNG_OK) else {
       if status == Int32(SPINDLE_PNG_TOO_MANY_PIXELS) {
         return .failure(ImageError(.tooManyPixels(width: Int(width), height: Int(height), limit: maxPixels)))
       }
-      return .failure(failure())
+      let message = String(cString: spindle_png_decoder_message(decoder))
+      return .failure(pngError(status, message, header: true, height: Int(height)))
     }
-    guard let layout = Image.Layout(channels: Int(channels)), width > 0, height > 0 else {
-      return .failure(ImageError(.corruptData(format: .png, message: "invalid image dimensions")))
+    guard let layout = Image.Layout(channels: Int(channels)), width > 0, height > 0, depth == 8 || depth == 16 else {
+      return .failure(ImageError(.invalidFile(format: .png, message: "invalid image dimensions")))
     }
-    let count = Int(width) * Int(height) * Int(channels)
+    let count = Int(width) * Int(height) * Int(channels) * Int(depth / 8)
     var readStatus = Int32(SPINDLE_PNG_OK)
     let pixels = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      readStatus = spindle_png_decoder_read_pixels(decoder, buffer.baseAddress, count)
+      readStatus = spindle_png_decoder_read_pixels(decoder, buffer.baseAddress, count, isLenient ? 1 : 0)
       initialized = count
     }
-    guard readStatus == Int32(SPINDLE_PNG_OK) else { return .failure(failure()) }
-    return .success(Image(width: Int(width), height: Int(height), layout: layout, pixels: pixels))
+    var firstRow: Int32 = -1
+    let damage = spindle_png_decoder_damage(decoder, &firstRow)
+    let message = String(cString: spindle_png_decoder_message(decoder))
+    let damageError =
+      damage == Int32(SPINDLE_PNG_TRUNCATED)
+      ? ImageError(
+        .truncated(
+          format: .png, firstMissingRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
+      : ImageError(.corruptData(format: .png, message: message))
+    guard readStatus == Int32(SPINDLE_PNG_OK) else {
+      return .failure(damage != 0 ? damageError : pngError(readStatus, message, header: false, height: Int(height)))
+    }
+    if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "black")) }
+    return .success(
+      Image(
+        width: Int(width), height: Int(height), layout: layout, bitDepth: Int(depth), bytes: pixels,
+        metadata: pngMetadata(decoder)))
+  }
+
+  private func pngMetadata(_ decoder: OpaquePointer) -> ImageMetadata {
+    var metadata = ImageMetadata()
+    var length = 0
+    var name: UnsafePointer<CChar>?
+    if let profile = spindle_png_decoder_icc(decoder, &length, &name), length > 0 {
+      metadata.iccProfile = ImageMetadata.ICCProfile(
+        name: name.map { String(cString: $0) } ?? "ICC profile",
+        data: Array(UnsafeBufferPointer(start: profile, count: length)))
+    }
+    if let exif = spindle_png_decoder_exif(decoder, &length), length > 0 {
+      metadata.exif = ImageMetadata.jpegEXIFHeader + Array(UnsafeBufferPointer(start: exif, count: length))
+    }
+    var entries: [ImageMetadata.TextEntry] = []
+    for index in 0..<spindle_png_decoder_text_count(decoder) {
+      var chunk = spindle_png_text()
+      guard spindle_png_decoder_text(decoder, index, &chunk) != 0, let keyword = chunk.keyword else { continue }
+      let bytes =
+        chunk.text.map { UnsafeRawBufferPointer(start: $0, count: chunk.text_length) }
+        ?? UnsafeRawBufferPointer(start: nil, count: 0)
+      let international = chunk.compression > 0
+      let text =
+        international
+        ? String(decoding: bytes, as: UTF8.self)
+        : String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+      entries.append(
+        ImageMetadata.TextEntry(
+          keyword: String(cString: keyword), text: text, isInternational: international,
+          isCompressed: chunk.compression == 0 || chunk.compression == 2,
+          language: chunk.language.map { String(cString: $0) } ?? "",
+          translatedKeyword: chunk.translated_keyword.map { String(cString: $0) } ?? ""))
+    }
+    metadata.absorbPNGText(entries)
+    var colour = spindle_png_colour()
+    spindle_png_decoder_colour(decoder, &colour)
+    if colour.has_gamma != 0 { metadata.gamma = Int(colour.gamma) }
+    if colour.has_srgb != 0 { metadata.sRGBIntent = Int(colour.srgb_intent) }
+    if colour.has_chrm != 0 {
+      metadata.chromaticities = withUnsafeBytes(of: colour.chrm) { Array($0.bindMemory(to: Int32.self)).map(Int.init) }
+    }
+    if colour.has_phys != 0, colour.phys_x > 0, colour.phys_y > 0 {
+      metadata.density = ImageMetadata.PixelDensity(
+        x: Int(colour.phys_x), y: Int(colour.phys_y), unit: colour.phys_unit == 1 ? .perMetre : .aspectRatio)
+    }
+    return metadata
   }
 }
 
@@ -186,7 +311,18 @@ public struct ImageInfo: Sendable, Equatable {
   public var height: Int
   /// The layout a decode produces (CMYK JPEGs report ``Image/Layout/rgb``).
   public var layout: Image.Layout
+  /// Bits per sample a decode produces: 16 for a 16-bit PNG read with ``ImageDecoder/keeps16Bits``, else 8.
+  public var bitDepth: Int
 
-  /// The size in bytes of the decoded pixels: `width * height * layout.channels`.
-  public var decodedByteCount: Int { width * height * layout.channels }
+  /// Creates header information.
+  public init(format: ImageFormat, width: Int, height: Int, layout: Image.Layout, bitDepth: Int = 8) {
+    self.format = format
+    self.width = width
+    self.height = height
+    self.layout = layout
+    self.bitDepth = bitDepth
+  }
+
+  /// The size in bytes of the decoded pixels: `width * height * layout.channels * bitDepth / 8`.
+  public var decodedByteCount: Int { width * height * layout.channels * (bitDepth / 8) }
 }

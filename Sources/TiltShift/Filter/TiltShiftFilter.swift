@@ -36,9 +36,10 @@ public struct TiltShiftFilter: Sendable {
     max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
   }
 
-  /// Returns the filtered image; `image` is unchanged. Same size, layout and EXIF as the input.
+  /// Returns the filtered image; `image` is unchanged. Same size, layout, bit depth and metadata as the input.
   ///
-  /// The mask follows the image's EXIF orientation, so the clear band is horizontal as displayed.
+  /// The mask follows the image's orientation (EXIF, else XMP), so the clear band is horizontal as displayed.
+  /// 16-bit images are filtered in 16 bits.
   ///
   /// - Parameters:
   ///   - image: The picture to filter.
@@ -47,9 +48,10 @@ public struct TiltShiftFilter: Sendable {
   public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
     let box = parameters.boxWidth
     guard box > 1 else { return image }
+    if image.bitDepth == 16 { return apply16(to: image, bands: max(1, bands)) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
     let pixels = plan.run(image.pixels, bands: max(1, bands))
-    return Image(width: image.width, height: image.height, layout: image.layout, pixels: pixels, exif: image.exif)
+    return image.replacingPixels(pixels)
   }
 }
 
@@ -77,7 +79,7 @@ struct TiltShiftPlan {
     hasAlpha = image.layout.hasAlpha
     rowBytes = image.bytesPerRow
     self.kernel = kernel
-    let orientation = image.exifOrientation ?? 1
+    let orientation = image.orientation
     if orientation >= 5 {
       // Rotated a quarter turn for display: "top to bottom" runs along the stored columns.
       let mask = GradientMask(count: width, parameters: parameters, reversed: orientation >= 7)

@@ -47,3 +47,12 @@ struct EXIFReader {
     return nil
   }
 }
+
+/// Builds the smallest EXIF block that says only an orientation.
+enum EXIFWriter {
+  /// `Exif\0\0`, a big-endian TIFF header and IFD0 with one Orientation entry.
+  static func orientationBlock(_ orientation: Int) -> [UInt8] {
+    Array("Exif".utf8) + [0, 0] + [0x4D, 0x4D, 0, 42, 0, 0, 0, 8] + [0, 1]
+      + [0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, UInt8(clamping: orientation), 0, 0] + [0, 0, 0, 0]
+  }
+}

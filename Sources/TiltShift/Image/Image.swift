@@ -1,12 +1,14 @@
-/// A decoded raster image: 8-bit samples, interleaved channels, rows top to bottom without padding.
+/// A decoded raster image: 8- or 16-bit samples, interleaved channels, rows top to bottom without padding.
 ///
 /// `Image` is a value type (copy-on-write through its pixel array) and `Sendable`, so a decoded image
-/// can move between the queues of a pipeline. The pixel count always equals
-/// `width * height * layout.channels`.
+/// can move between the queues of a pipeline. The byte count always equals
+/// `width * height * layout.channels * bitDepth / 8`; 16-bit samples are stored in the host's byte order
+/// (read them with ``samples16``). The file's metadata (profile, EXIF, XMP, IPTC, text) travels in ``metadata``.
 ///
 /// ```swift
 /// var image = Image(width: 2, height: 1, layout: .rgb, pixels: [255, 0, 0, 0, 0, 255])
 /// image.exif = nil  // drop the camera metadata
+/// let deep = Image(width: 1, height: 1, layout: .gray, samples16: [65535])
 /// ```
 public struct Image: Sendable, Equatable {
   /// How the samples of one pixel are laid out.
@@ -46,27 +48,68 @@ public struct Image: Sendable, Equatable {
   public let height: Int
   /// The channel layout of every pixel.
   public let layout: Layout
-  /// The samples, `width * height * layout.channels` bytes, row after row.
-  public private(set) var pixels: [UInt8]
-  /// The raw payload of the source's EXIF APP1 segment (starting with `Exif\0\0`), if it had one.
+  /// Bits per sample: 8, or 16 (a 16-bit PNG decoded with ``ImageDecoder/keeps16Bits``).
+  public let bitDepth: Int
+  /// The samples, `width * height * layout.channels * bitDepth / 8` bytes, row after row.
   ///
-  /// The JPEG encoder writes it back unchanged, so the orientation a phone recorded survives a
-  /// decode → filter → encode round trip. PNG output ignores it.
-  public var exif: [UInt8]?
+  /// For 16-bit images each sample is two bytes in the host's byte order.
+  public private(set) var pixels: [UInt8]
+  /// What the file said about the picture besides its pixels: colour profile, EXIF, XMP, IPTC, text, density.
+  public var metadata: ImageMetadata
 
-  /// Creates an image from existing samples.
+  /// The raw payload of the source's EXIF block (starting with `Exif\0\0`), if it had one.
+  ///
+  /// The same as `metadata.exif`. The encoders write it back unchanged (JPEG APP1, PNG `eXIf`), so the
+  /// orientation a phone recorded survives a decode → filter → encode round trip.
+  public var exif: [UInt8]? {
+    get { metadata.exif }
+    set { metadata.exif = newValue }
+  }
+
+  /// Creates an 8-bit image from existing samples.
   ///
   /// - Precondition: `width` and `height` are at least 1 and `pixels.count == width * height * layout.channels`.
   public init(width: Int, height: Int, layout: Layout, pixels: [UInt8], exif: [UInt8]? = nil) {
+    self.init(width: width, height: height, layout: layout, bitDepth: 8, bytes: pixels, metadata: ImageMetadata())
+    self.exif = exif
+  }
+
+  /// Creates an image from raw bytes of `bitDepth` (8 or 16, host byte order) samples, with its metadata.
+  ///
+  /// - Precondition: `bytes.count == width * height * layout.channels * bitDepth / 8`.
+  public init(width: Int, height: Int, layout: Layout, bitDepth: Int, bytes: [UInt8], metadata: ImageMetadata) {
     precondition(width > 0 && height > 0, "an image needs at least one pixel, got \(width)x\(height)")
-    precondition(
-      pixels.count == width * height * layout.channels,
-      "\(width)x\(height) \(layout) needs \(width * height * layout.channels) bytes, got \(pixels.count)")
+    precondition(bitDepth == 8 || bitDepth == 16, "bit depth must be 8 or 16, got \(bitDepth)")
+    let count = width * height * layout.channels * (bitDepth / 8)
+    precondition(bytes.count == count, "\(width)x\(height) \(layout) needs \(count) bytes, got \(bytes.count)")
     self.width = width
     self.height = height
     self.layout = layout
-    self.pixels = pixels
-    self.exif = exif
+    self.bitDepth = bitDepth
+    self.pixels = bytes
+    self.metadata = metadata
+  }
+
+  /// Creates a 16-bit image from samples (`width * height * layout.channels` of them).
+  public init(width: Int, height: Int, layout: Layout, samples16: [UInt16], metadata: ImageMetadata = ImageMetadata()) {
+    precondition(
+      samples16.count == width * height * layout.channels,
+      "\(width)x\(height) \(layout) needs \(width * height * layout.channels) samples, got \(samples16.count)")
+    let bytes = samples16.withUnsafeBytes { Array($0) }
+    self.init(width: width, height: height, layout: layout, bitDepth: 16, bytes: bytes, metadata: metadata)
+  }
+
+  /// The samples of a 16-bit image, row after row (for an 8-bit image, each sample times 257).
+  public var samples16: [UInt16] {
+    if bitDepth == 16 {
+      return pixels.withUnsafeBytes { Array($0.bindMemory(to: UInt16.self)) }
+    }
+    return pixels.map { UInt16($0) &* 257 }
+  }
+
+  /// This image with other pixels of the same size, layout and depth, keeping the metadata.
+  public func replacingPixels(_ bytes: [UInt8]) -> Image {
+    Image(width: width, height: height, layout: layout, bitDepth: bitDepth, bytes: bytes, metadata: metadata)
   }
 
   /// Creates an image whose every sample is `value`.
@@ -76,16 +119,17 @@ public struct Image: Sendable, Equatable {
       pixels: [UInt8](repeating: value, count: width * height * layout.channels))
   }
 
-  /// Bytes per row: `width * layout.channels`.
-  public var bytesPerRow: Int { width * layout.channels }
+  /// Bytes per row: `width * layout.channels * bitDepth / 8`.
+  public var bytesPerRow: Int { width * layout.channels * (bitDepth / 8) }
 
   /// Number of pixels, `width * height`.
   public var pixelCount: Int { width * height }
 
-  /// The samples of the pixel at (`x`, `y`), `layout.channels` values.
+  /// The bytes of the pixel at (`x`, `y`): `layout.channels` samples (twice as many bytes when 16-bit).
   public subscript(x: Int, y: Int) -> ArraySlice<UInt8> {
-    let start = (y * width + x) * layout.channels
-    return pixels[start..<start + layout.channels]
+    let size = layout.channels * (bitDepth / 8)
+    let start = (y * width + x) * size
+    return pixels[start..<start + size]
   }
 
   /// Gives `body` mutable access to the samples without copying; the count cannot change.

@@ -1,7 +1,8 @@
 /// Why an image could not be read, decoded, encoded or written, and which file it was.
 ///
-/// The `description` is one line meant for a user, naming the file when it is known:
-/// `holiday.jpg: corrupt JPEG data: Premature end of JPEG file`.
+/// The `description` is one line meant for a user, naming the file when it is known, in plain words first
+/// and the codec's own words after it, for experts:
+/// `holiday.jpg: the JPEG file ends too early: rows 640–1199 of 1200 are missing (libjpeg: Premature end of JPEG file)`.
 ///
 /// ```swift
 /// do {
@@ -21,6 +22,15 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     case notAnImage
     /// The codec rejected the data (corrupt or truncated); `message` is the codec's own wording.
     case corruptData(format: ImageFormat, message: String)
+    /// The file's structure (signature, header, chunk layout) is damaged, so no pixel could be read.
+    case invalidFile(format: ImageFormat, message: String)
+    /// The data ends early. `firstMissingRow` is the first row not decoded: `height` when every row was
+    /// decoded but the end marker is missing; nil when unknown (a progressive or interlaced image).
+    case truncated(format: ImageFormat, firstMissingRow: Int?, height: Int, message: String)
+    /// A metadata block is larger than the output format can hold (EXIF in JPEG: 65,533 bytes).
+    case metadataTooLarge(what: String, bytes: Int, limit: Int, format: ImageFormat)
+    /// Filtering the image would need more memory than the batch's budget allows.
+    case exceedsMemoryBudget(width: Int, height: Int, bytes: Int, budget: Int)
     /// The header declares more pixels than the decoder's limit; refused before allocating.
     case tooManyPixels(width: Int, height: Int, limit: Int)
     /// A valid file the codecs do not handle (an exotic JPEG colour space).
@@ -60,11 +70,33 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     case .unreadableFile(let reason): what = "cannot read file: \(reason)"
     case .emptyFile: what = "empty file"
     case .notAnImage: what = "not a JPEG or PNG image"
-    case .corruptData(let format, let message): what = "corrupt \(format) data: \(message)"
+    case .corruptData(let format, let message):
+      what = "corrupt or truncated \(format) image data (\(format.codecName): \(message))"
+    case .invalidFile(let format, let message):
+      what = "not a readable \(format) file: its structure is damaged (\(format.codecName): \(message))"
+    case .truncated(let format, let first, let height, let message):
+      let rows: String
+      switch first {
+      case nil: rows = "the image is incomplete"
+      case let first? where first >= height: rows = "every row is there, but the file's end is missing"
+      case let first?:
+        rows =
+          first == height - 1
+          ? "row \(first) of \(height) is missing" : "rows \(first)–\(height - 1) of \(height) are missing"
+      }
+      what = "the \(format) file ends too early: \(rows) (\(format.codecName): \(message))"
+    case .metadataTooLarge(let name, let bytes, let limit, let format):
+      what =
+        "the \(name) metadata is \(bytes) bytes, more than \(format) can hold (\(limit)); "
+        + "write another format or strip the metadata"
+    case .exceedsMemoryBudget(let width, let height, let bytes, let budget):
+      what =
+        "\(width)x\(height) needs about \(Self.mebibytes(bytes)) to filter, more than the memory budget of "
+        + "\(Self.mebibytes(budget))"
     case .tooManyPixels(let width, let height, let limit):
-      what = "\(width)x\(height) is \(width * height) pixels, more than the limit of \(limit)"
-    case .unsupported(let format, let message): what = "unsupported \(format): \(message)"
-    case .encodingFailed(let format, let message): what = "cannot encode \(format): \(message)"
+      what = "\(width)x\(height) is \(width * height) pixels, more than the limit of \(limit) pixels"
+    case .unsupported(let format, let message): what = "unsupported \(format) file (\(format.codecName): \(message))"
+    case .encodingFailed(let format, let message): what = "cannot encode as \(format) (\(format.codecName): \(message))"
     case .writeFailed(let reason): what = "cannot write file: \(reason)"
     case .destinationExists: what = "destination exists and would not be replaced"
     case .invalidParameters(let message): what = "invalid tilt-shift parameters: \(message)"
@@ -72,4 +104,6 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     guard let path else { return what }
     return "\(path): \(what)"
   }
+
+  static func mebibytes(_ bytes: Int) -> String { "\((bytes + (1 << 20) - 1) >> 20) MiB" }
 }

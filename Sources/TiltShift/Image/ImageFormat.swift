@@ -37,6 +37,14 @@ public enum ImageFormat: String, Sendable, Equatable, CaseIterable, CustomString
     }
   }
 
+  /// The library that reads and writes the format, named in error messages after the plain words.
+  public var codecName: String {
+    switch self {
+    case .jpeg: "libjpeg"
+    case .png: "libpng"
+    }
+  }
+
   /// The format's usual name: "JPEG" or "PNG".
   public var description: String {
     switch self {

@@ -35,7 +35,17 @@ enum TiltShiftCommand {
       OptionSpec(name: "quality", valueName: "q", help: "JPEG quality 1...100 (default 90)."),
       OptionSpec(name: "format", valueName: "jpeg|png|same", help: "Output format (default: same as input)."),
       OptionSpec(name: "suffix", valueName: "text", help: "Appended to output names (default -tiltshift)."),
-      OptionSpec(name: "max-pixels", valueName: "n", help: "Refuse larger images (default 100000000)."),
+      OptionSpec(
+        name: "max-pixels", valueName: "n",
+        help: "Refuse images with more pixels (default: whatever fits --memory)."),
+      OptionSpec(
+        name: "memory", valueName: "size",
+        help: "Memory budget for images in flight, e.g. 2G, 512M (default: half of RAM, at most 4G)."),
+      OptionSpec(name: "strip", help: "Write no metadata (profile, EXIF, XMP, IPTC, text); pixels are turned upright."),
+      OptionSpec(name: "lenient", help: "Accept truncated or damaged files with a warning naming the missing rows."),
+      OptionSpec(
+        name: "background", valueName: "white|black|#rrggbb",
+        help: "Colour transparent pixels are put on for JPEG output (default white)."),
       OptionSpec(name: "shard", valueName: "K/N", help: "Process only the K-th of N slices of the sorted inputs."),
       OptionSpec(name: "recursive", short: "r", help: "Descend into sub-folders (mirrored under -o)."),
       OptionSpec(name: "overwrite", help: "Replace existing outputs (never inputs)."),
@@ -60,7 +70,23 @@ enum TiltShiftCommand {
     let intensity = try parsed.double("intensity", default: 0.5, range: 0...1)
     let quality = try parsed.int("quality", default: 90, range: 1...100)
     let format = try parsed.choice("format", default: "same", among: ["jpeg", "jpg", "png", "same"])
-    let maxPixels = try parsed.int("max-pixels", default: 100_000_000, range: 1...Int(Int32.max) * 4)
+    var memory = BatchConfiguration.defaultMemoryBudget
+    if let text = parsed.string("memory") {
+      guard let value = parseSize(text), value >= 16 << 20 else {
+        throw UsageError(
+          message: "--memory expects a size of at least 16M like 512M or 4G, got '\(text)'", usage: usage)
+      }
+      memory = value
+    }
+    // Without --max-pixels the memory budget alone decides, from each file's header, before any pixel is decoded.
+    let maxPixels = try parsed.int("max-pixels", default: Int(Int32.max) * 4, range: 1...Int(Int32.max) * 4)
+    var background = BackgroundColour.white
+    if let text = parsed.string("background") {
+      guard let colour = BackgroundColour(parsing: text) else {
+        throw UsageError(message: "--background expects white, black or #rrggbb, got '\(text)'", usage: usage)
+      }
+      background = colour
+    }
     let suffix = parsed.string("suffix") ?? "-tiltshift"
     guard !suffix.contains("/") else { throw UsageError(message: "--suffix must not contain '/'", usage: usage) }
     var band: ClosedRange<Double> = 0.35...0.65
@@ -132,12 +158,15 @@ enum TiltShiftCommand {
 
     let configuration = BatchConfiguration(
       filter: TiltShiftFilter(parameters: parameters),
-      decoder: ImageDecoder(maxPixels: maxPixels),
+      decoder: ImageDecoder(maxPixels: maxPixels, isLenient: parsed.flag("lenient")),
       outputFormat: format == "same" ? nil : (format == "png" ? .png : .jpeg),
       jpegQuality: quality,
       jobs: jobs,
       bandsPerImage: WorkQueue.activeProcessorCount,
-      replaceExisting: parsed.flag("overwrite")
+      replaceExisting: parsed.flag("overwrite"),
+      stripsMetadata: parsed.flag("strip"),
+      background: background,
+      memoryBudget: memory
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
     let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
@@ -159,6 +188,9 @@ enum TiltShiftCommand {
       progressBar.clear()
       if !quiet && !json || !report.succeeded {
         Terminal.error(line(for: report))
+      }
+      for warning in report.warnings {
+        Terminal.error(Terminal.styled("warning:", .yellow, forError: true) + " \(warning)")
       }
       progressBar.draw(progress)
     }
@@ -192,10 +224,34 @@ enum TiltShiftCommand {
       return "ok    \(report.item.input) → \(report.item.output) (\(width)×\(height), \(Format.bytes(written)), "
         + "\(Format.seconds(report.timings.total)))"
     case .failed(let error):
-      return Terminal.styled("error:", .red, forError: true) + " \(error)"
+      return Terminal.styled("error:", .red, forError: true) + " \(error)\(hint(for: error))"
     case .cancelled:
       return "cancelled \(report.item.input)"
     }
+  }
+
+  /// The flag that changes the outcome of `error`, for the error line.
+  static func hint(for error: ImageError) -> String {
+    switch error.kind {
+    case .tooManyPixels: " (raise the limit with --max-pixels)"
+    case .exceedsMemoryBudget: " (raise the budget with --memory)"
+    case .truncated, .corruptData: " (--lenient decodes what is there)"
+    case .metadataTooLarge: " (write PNG with --format png, or drop metadata with --strip)"
+    default: ""
+    }
+  }
+
+  /// Parses a byte size: a number with an optional K, M, G or T suffix (powers of 1024; `B`, `iB` allowed).
+  static func parseSize(_ text: String) -> Int? {
+    var digits = text.uppercased()
+    for suffix in ["IB", "B"] where digits.hasSuffix(suffix) { digits.removeLast(suffix.count) }
+    var shift = 0
+    if let last = digits.last, let index = "KMGT".firstIndex(of: last) {
+      shift = 10 * ("KMGT".distance(from: "KMGT".startIndex, to: index) + 1)
+      digits.removeLast()
+    }
+    guard let value = Double(digits), value > 0, value * Double(1 << shift) < Double(Int.max / 2) else { return nil }
+    return Int(value * Double(1 << shift))
   }
 
   /// The end-of-run summary, as text or JSON.
@@ -240,12 +296,13 @@ enum TiltShiftCommand {
           entry["height"] = height
           entry["bytesRead"] = read
           entry["bytesWritten"] = written
+          if !report.warnings.isEmpty { entry["warnings"] = report.warnings }
           entry["seconds"] = [
             "decode": report.timings.decode, "filter": report.timings.filter, "encode": report.timings.encode,
           ]
         case .failed(let error):
           entry["status"] = "failed"
-          entry["error"] = error.description
+          entry["error"] = error.description + TiltShiftCommand.hint(for: error)
         case .cancelled:
           entry["status"] = "cancelled"
         }

@@ -1,0 +1,89 @@
+/// Reading and writing the metadata chunks of a PNG file.
+extension ImageMetadata {
+  /// The `iTXt` keyword XMP lives under.
+  static let pngXMPKeyword = "XML:com.adobe.xmp"
+  /// ImageMagick's and ExifTool's name for Photoshop image resources (IPTC) in a PNG text chunk.
+  static let pngIPTCKeyword = "Raw profile type 8bim"
+
+  /// Sorts decoded text chunks: XMP and raw IPTC go to their own fields, the rest stays text.
+  mutating func absorbPNGText(_ entries: [TextEntry]) {
+    for entry in entries {
+      if entry.keyword == Self.pngXMPKeyword, xmp == nil {
+        xmp = Array(entry.text.utf8)
+      } else if entry.keyword == Self.pngIPTCKeyword, iptc == nil, let bytes = Self.rawProfileBytes(entry.text) {
+        iptc = bytes
+      } else {
+        text.append(entry)
+      }
+    }
+  }
+
+  /// The text chunks a PNG carries this metadata in: its text, comments as `Comment`, XMP (with any
+  /// extended XMP merged in, since PNG has no size limit) in `iTXt`, IPTC as a raw profile in `zTXt`.
+  var pngTextEntries: [TextEntry] {
+    var entries = text
+    for comment in comments {
+      entries.append(TextEntry(keyword: "Comment", text: comment, isInternational: !Self.isLatin1(comment)))
+    }
+    if let xmp, !xmp.isEmpty {
+      let packet = extendedXMP.map { XMPPacket.merging(main: xmp, extended: $0) } ?? xmp
+      entries.append(
+        TextEntry(keyword: Self.pngXMPKeyword, text: String(decoding: packet, as: UTF8.self), isInternational: true))
+    }
+    if let iptc, !iptc.isEmpty {
+      entries.append(
+        TextEntry(keyword: Self.pngIPTCKeyword, text: Self.rawProfileText("8bim", iptc), isCompressed: true))
+    }
+    return entries
+  }
+
+  /// The EXIF block without its `Exif\0\0` prefix, as PNG's `eXIf` holds it.
+  var pngEXIF: [UInt8]? {
+    guard let exif, exif.count > Self.jpegEXIFHeader.count else { return nil }
+    return exif.starts(with: Self.jpegEXIFHeader) ? Array(exif.dropFirst(Self.jpegEXIFHeader.count)) : exif
+  }
+
+  /// ImageMagick's raw profile text: `\n<name>\n<length, 8 wide>\n` then hex, 72 digits a line.
+  static func rawProfileText(_ name: String, _ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef")
+    var text = "\n\(name)\n"
+    let length = String(bytes.count)
+    text += String(repeating: " ", count: max(0, 8 - length.count)) + length + "\n"
+    for (index, byte) in bytes.enumerated() {
+      text.append(digits[Int(byte >> 4)])
+      text.append(digits[Int(byte & 15)])
+      if index % 36 == 35 { text.append("\n") }
+    }
+    return text + "\n"
+  }
+
+  /// The bytes of a raw profile text, or nil when it is not one.
+  static func rawProfileBytes(_ text: String) -> [UInt8]? {
+    let lines = text.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: true)
+    // The declared length is checked against the hex that is there before anything is reserved.
+    guard lines.count == 3, let length = Int(lines[1].trimmingWhitespace()), length >= 0,
+      length <= lines[2].utf8.count / 2
+    else { return nil }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(length)
+    var high: UInt8?
+    for character in lines[2].utf8 {
+      let value: UInt8
+      switch character {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): value = character - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): value = character - UInt8(ascii: "A") + 10
+      default: continue
+      }
+      if let first = high {
+        bytes.append(first << 4 | value)
+        high = nil
+      } else {
+        high = value
+      }
+    }
+    return bytes.count == length ? bytes : nil
+  }
+
+  static func isLatin1(_ text: String) -> Bool { text.unicodeScalars.allSatisfy { $0.value <= 0xFF && $0.value != 0 } }
+}

@@ -1,0 +1,125 @@
+/// What a photo file says besides its pixels: colour profile, EXIF, XMP, IPTC, text, colour chunks, density.
+///
+/// ``ImageDecoder`` fills it from JPEG markers (APP1 EXIF and XMP with extended XMP, APP2 ICC profile in
+/// as many segments as it takes, APP13 IPTC, COM comments, the JFIF density) and PNG chunks (`iCCP`,
+/// `eXIf`, `tEXt`/`zTXt`/`iTXt` with XMP in `XML:com.adobe.xmp`, `gAMA`, `sRGB`, `cHRM`, `pHYs`);
+/// ``ImageEncoder`` writes back whatever the output format can carry (see the README's table).
+///
+/// ```swift
+/// var image = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
+/// print(image.metadata.iccProfile?.name ?? "untagged (sRGB)")
+/// image.metadata.strip()  // what `spindle tiltshift --strip` does
+/// ```
+public struct ImageMetadata: Sendable, Equatable {
+  /// An embedded ICC colour profile.
+  public struct ICCProfile: Sendable, Equatable {
+    /// The profile's name in a PNG `iCCP` chunk (JPEG has none; the encoder writes "ICC profile").
+    public var name: String
+    /// The whole profile, uncompressed.
+    public var data: [UInt8]
+
+    /// Creates a profile.
+    public init(name: String = "ICC profile", data: [UInt8]) {
+      self.name = name
+      self.data = data
+    }
+
+    /// The colour space signature at bytes 16..<20 (`RGB `, `GRAY`, `CMYK`), or nil when too short.
+    public var colourSpace: String? {
+      guard data.count >= 20 else { return nil }
+      return String(decoding: data[16..<20], as: UTF8.self)
+    }
+  }
+
+  /// One PNG text chunk.
+  public struct TextEntry: Sendable, Equatable {
+    /// The keyword (1 to 79 Latin-1 characters): `Title`, `Author`, `Description`, `Copyright`, `Comment` ...
+    public var keyword: String
+    /// The text.
+    public var text: String
+    /// Whether the chunk was `iTXt` (UTF-8, with language) rather than `tEXt`/`zTXt` (Latin-1).
+    public var isInternational: Bool
+    /// Whether the text was compressed (`zTXt`, or a compressed `iTXt`).
+    public var isCompressed: Bool
+    /// The `iTXt` language tag (empty when none).
+    public var language: String
+    /// The `iTXt` translated keyword (empty when none).
+    public var translatedKeyword: String
+
+    /// Creates a text entry; plain `tEXt` unless told otherwise.
+    public init(
+      keyword: String, text: String, isInternational: Bool = false, isCompressed: Bool = false, language: String = "",
+      translatedKeyword: String = ""
+    ) {
+      self.keyword = keyword
+      self.text = text
+      self.isInternational = isInternational
+      self.isCompressed = isCompressed
+      self.language = language
+      self.translatedKeyword = translatedKeyword
+    }
+  }
+
+  /// The intended pixel size: PNG `pHYs`, JPEG JFIF density.
+  public struct PixelDensity: Sendable, Equatable {
+    /// What the numbers count.
+    public enum Unit: Sendable, Equatable {
+      /// No unit: only the pixel aspect ratio `x : y` is meant.
+      case aspectRatio
+      /// Pixels per inch (JPEG only; PNG output converts to per metre).
+      case perInch
+      /// Pixels per centimetre (JPEG only; PNG output converts to per metre).
+      case perCentimetre
+      /// Pixels per metre (PNG only; JPEG output converts to per centimetre or per inch).
+      case perMetre
+    }
+    /// Horizontal pixels per unit.
+    public var x: Int
+    /// Vertical pixels per unit.
+    public var y: Int
+    /// The unit.
+    public var unit: Unit
+
+    /// Creates a density.
+    public init(x: Int, y: Int, unit: Unit) {
+      self.x = x
+      self.y = y
+      self.unit = unit
+    }
+  }
+
+  /// The colour profile (JPEG APP2 `ICC_PROFILE`, PNG `iCCP`).
+  public var iccProfile: ICCProfile?
+  /// The EXIF block, starting with `Exif\0\0` then the TIFF structure (JPEG APP1; PNG `eXIf` without the prefix).
+  public var exif: [UInt8]?
+  /// The XMP packet, UTF-8 (JPEG APP1 `http://ns.adobe.com/xap/1.0/`, PNG `iTXt` `XML:com.adobe.xmp`).
+  public var xmp: [UInt8]?
+  /// A JPEG's extended XMP, reassembled from its APP1 segments (the part that did not fit in one marker).
+  public var extendedXMP: [UInt8]?
+  /// The IPTC block: Photoshop image resources (JPEG APP13 after `Photoshop 3.0\0`; PNG `zTXt` `Raw profile type 8bim`).
+  public var iptc: [UInt8]?
+  /// JPEG COM comments (PNG output writes them as `Comment` text).
+  public var comments: [String]
+  /// PNG text chunks other than XMP and raw profiles (JPEG output keeps `Comment` entries as COM markers).
+  public var text: [TextEntry]
+  /// PNG `gAMA`: the image gamma × 100000.
+  public var gamma: Int?
+  /// PNG `sRGB`: the rendering intent, 0...3.
+  public var sRGBIntent: Int?
+  /// PNG `cHRM`: white x, y, red x, y, green x, y, blue x, y, each × 100000.
+  public var chromaticities: [Int]?
+  /// The pixel density (PNG `pHYs`, JPEG JFIF).
+  public var density: PixelDensity?
+
+  /// Creates empty metadata.
+  public init() {
+    comments = []
+    text = []
+  }
+
+  /// Whether nothing is recorded.
+  public var isEmpty: Bool { self == ImageMetadata() }
+
+  /// Removes everything (what `--strip` does; the caller first turns the pixels upright).
+  public mutating func strip() { self = ImageMetadata() }
+}
