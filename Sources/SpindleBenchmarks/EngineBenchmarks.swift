@@ -175,7 +175,7 @@ private func engineAsync(_ count: Int) async {
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
   for _ in 0..<count { queue.add { () async -> Void in } }
   // Awaited, not blocked on: the bodies run on the cooperative pool, which this task also runs on.
-  await queue.allFinished()
+  try? await queue.allFinished()
 }
 
 private func engineCallbacks(_ count: Int) {
