@@ -1,64 +1,118 @@
 import Foundation
 
 /// The `spindle` command-line tool: the proof that Spindle works on a real job.
-enum Spindle {
+///
+/// `main.swift` of the `spindle` executable only calls ``main(_:)``; everything else lives here so that tests
+/// run the parser and the commands in-process.
+package enum SpindleTool {
   static let version = "0.1.0"
 
-  static let spec = CommandSpec(
-    name: "spindle",
-    abstract: "Concurrent work for Swift, proven on a tilt-shift image pipeline.",
-    discussion: """
-      SUBCOMMANDS:
-        demo        Make sample images and run the tilt-shift pipeline serially and concurrently.
-        tiltshift   Apply a tilt-shift filter to JPEG/PNG photos in batch.
-        tour        Walk through the concurrency playground as runnable scenarios.
-        bench       Measure Spindle against Foundation, Dispatch and TaskGroup.
+  /// Every subcommand, in the order `--help` lists them: the one list that dispatch, help and completion read.
+  static let subcommands: [any ParsableCommand.Type] = [
+    DemoCommand.self, TiltShiftCommand.self, TourCommand.self, BenchCommand.self,
+  ]
+
+  /// The exit statuses, as `--help` documents them.
+  enum ExitStatus {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 2
+    static let interrupted: Int32 = 130
+  }
+
+  struct Options: OptionGroup {
+    let version = Option<Bool>.flag("version", help: "Show the version.")
+    let generateCompletionScript = Option<String?>.custom(
+      "generate-completion-script", valueName: "shell", help: "Print a completion script for bash, zsh or fish.",
+      default: nil, defaultDescription: nil, expectation: "one of bash, zsh, fish",
+      completion: .choices(CompletionShell.allCases.map(\.rawValue)),
+      parse: { CompletionShell(rawValue: $0) == nil ? nil : $0 })
+  }
+
+  static var spec: CommandSpec {
+    var discussion = "SUBCOMMANDS:\n"
+    for command in subcommands {
+      discussion += CommandSpec.row(command.configuration.name, command.configuration.abstract)
+    }
+    discussion += """
 
         See 'spindle <subcommand> --help' for details.
-      """,
-    positionals: [("subcommand", "demo, tiltshift, tour or bench.", false, true)],
-    options: [OptionSpec(name: "version", help: "Show the version.")]
-  )
 
-  static func main() async -> Int32 {
-    var arguments = Array(CommandLine.arguments.dropFirst())
+      EXIT STATUS:
+        0 success, 1 some work failed, 2 bad usage (unknown or mistyped option or value), 130 interrupted.
+      """
+    return CommandSpec(
+      name: "spindle",
+      abstract: "Concurrent work for Swift, proven on a tilt-shift image pipeline.",
+      discussion: discussion,
+      positionals: [
+        Positional(
+          name: "subcommand", help: subcommands.map { $0.configuration.name }.joined(separator: ", ") + ".",
+          optional: true)
+      ],
+      options: Options().declarations
+    )
+  }
+
+  /// What the root command was asked to do, before anything runs.
+  enum Request {
+    /// Print `text` on standard output and exit 0 (help, version, a completion script).
+    case print(String)
+    /// Run a subcommand with the rest of the arguments.
+    case run(any ParsableCommand.Type, [String])
+  }
+
+  /// Decides what `spindle arguments...` asks for; throws ``UsageError`` for bad usage.
+  static func request(for arguments: [String]) throws -> Request {
+    let spec = self.spec
+    guard let first = arguments.first else { return .print(spec.help) }
+    if let command = subcommands.first(where: { $0.configuration.name == first }) {
+      return .run(command, Array(arguments.dropFirst()))
+    }
+    if first == "help" {
+      // `spindle help tiltshift` is `spindle tiltshift --help`.
+      guard arguments.count > 1 else { return .print(spec.help) }
+      return try request(for: Array(arguments.dropFirst()) + ["--help"])
+    }
+    guard first.hasPrefix("-") else {
+      var message = "unknown subcommand '\(first)'"
+      if let near = Suggestion.nearest(to: first, among: subcommands.map { $0.configuration.name }) {
+        message += "; did you mean '\(near)'?"
+      }
+      throw spec.usageError(message)
+    }
+    let parsed = try spec.parse(arguments, as: Options.self)
+    if let extra = parsed.positionals.first {
+      throw spec.usageError("unexpected argument '\(extra)' (the subcommand comes first)")
+    }
+    if parsed.helpRequested { return .print(spec.help) }
+    if let shell = parsed[\.generateCompletionScript].flatMap(CompletionShell.init(rawValue:)) {
+      return .print(CompletionScript(shell: shell, root: spec, subcommands: subcommands.map { $0.spec }).text)
+    }
+    if parsed[\.version] { return .print(version) }
+    return .print(spec.help)
+  }
+
+  /// Runs `spindle` with `arguments` (without the program name) and returns the exit status.
+  package static func main(_ arguments: [String]) async -> Int32 {
     do {
-      guard let first = arguments.first else {
-        Terminal.out(spec.help)
-        return 0
+      switch try request(for: arguments) {
+      case .print(let text):
+        Terminal.out(text)
+        return ExitStatus.success
+      case .run(let command, let rest):
+        return try await command.main(rest)
       }
-      arguments.removeFirst()
-      switch first {
-      case "demo": return try await DemoCommand.run(arguments)
-      case "tiltshift": return try await TiltShiftCommand.run(arguments)
-      case "tour":
-        // The tour's pages block while they wait, as the playground did: give them a thread of their own,
-        // not one of Swift's few cooperative threads.
-        let tourArguments = arguments
-        return try await withCheckedThrowingContinuation { continuation in
-          Thread.detachNewThread { continuation.resume(with: Result { try TourCommand.run(tourArguments) }) }
-        }
-      case "bench": return try await BenchCommand.run(arguments)
-      case "--version", "--help", "-h", "help":
-        guard arguments.isEmpty else {
-          throw UsageError(message: "unexpected argument '\(arguments[0])' after \(first)", usage: spec.usage)
-        }
-        Terminal.out(first == "--version" ? version : spec.help)
-      default:
-        throw UsageError(message: "unknown subcommand '\(first)'", usage: spec.usage)
-      }
-      return 0
+    } catch let exit as CleanExit {
+      Terminal.out(exit.output)
+      return ExitStatus.success
     } catch let error as UsageError {
       Terminal.error(error.description)
       Terminal.error("See '\(error.command) --help'.")
-      return 2
+      return ExitStatus.usage
     } catch {
       Terminal.error("error: \(error)")
-      return 1
+      return ExitStatus.failure
     }
   }
 }
-
-// A closed output pipe must not kill a batch half-way: writes fail with EPIPE instead, and are ignored.
-signal(SIGPIPE, SIG_IGN)
-exit(await Spindle.main())

@@ -487,10 +487,3 @@ public final class TiltShiftBatch: Sendable {
     }
   }
 }
-
-extension Duration {
-  var secondsValue: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
-  }
-}
