@@ -1,3 +1,4 @@
+import SpindleTestSupport
 import Testing
 
 #if canImport(Glibc)
