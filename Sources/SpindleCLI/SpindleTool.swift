@@ -26,7 +26,7 @@ package enum SpindleTool {
       "generate-completion-script", valueName: "shell", help: "Print a completion script for bash, zsh or fish.",
       default: nil, defaultDescription: nil, expectation: "one of bash, zsh, fish",
       completion: .choices(CompletionShell.allCases.map(\.rawValue)),
-      parse: { CompletionShell(rawValue: $0) == nil ? nil : $0 })
+      parse: { raw -> String?? in CompletionShell(rawValue: raw) == nil ? .none : .some(raw) })
   }
 
   static var spec: CommandSpec {

@@ -145,7 +145,11 @@ extension Option where Value == Int? {
     Option(
       name: name, short: short, valueName: valueName, help: help, defaultDescription: defaultDescription,
       expectation: "a whole number from \(range.lowerBound) to \(range.upperBound)",
-      convert: { raw in Int(raw).flatMap { range.contains($0) ? $0 : nil } },
+      // Spelled out: a bare `nil` here would be a given-but-empty `.some(nil)`, accepted as "not given".
+      convert: { raw -> Int?? in
+        guard let value = Int(raw), range.contains(value) else { return .none }
+        return .some(value)
+      },
       default: { nil })
   }
 }
@@ -220,7 +224,7 @@ extension Option where Value == String? {
     Option(
       name: name, short: short, valueName: valueName, help: help, defaultDescription: defaultDescription,
       isRequired: required, completion: completion, expectation: required ? "a non-empty value" : "text",
-      convert: { required && $0.isEmpty ? nil : $0 }, default: { nil })
+      convert: { raw -> String?? in required && raw.isEmpty ? .none : .some(raw) }, default: { nil })
   }
 }
 
