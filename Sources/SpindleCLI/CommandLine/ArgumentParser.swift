@@ -96,7 +96,7 @@ struct CleanExit: Error {
 }
 
 /// What the parser found for a command with options `Options`, read with typed key paths.
-struct ParsedArguments<Options: OptionGroup> {
+struct ParsedArguments<Options: OptionGroup>: Sendable {
   let options = Options()
   var flags: Set<String> = []
   /// Raw values, already checked by their option (last one wins).

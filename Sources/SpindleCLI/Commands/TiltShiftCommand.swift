@@ -31,7 +31,10 @@ struct TiltShiftCommand: ParsableCommand {
     var count: Int
   }
 
-  /// Every option `spindle tiltshift` accepts, in the order `--help` lists them. A new option is one `let` here.
+  /// Every option `spindle tiltshift` accepts, in the order `--help` lists them.
+  ///
+  /// A new option is one `let` here; `run()` reads it as `arguments[\.name]` (help, parsing, range checks,
+  /// suggestions and completion come from the declaration).
   struct Options: OptionGroup {
     let output = Option<String?>.text(
       "output", short: "o", valueName: "dir", help: "Folder for the results (created if missing).", required: true,
@@ -74,6 +77,8 @@ struct TiltShiftCommand: ParsableCommand {
     return low...high
   }
 
+  /// Everything that was parsed, for options read where they are used.
+  let arguments: ParsedArguments<Options>
   var inputs: [String]
   var outputFolder: String
   var jobs: Int
@@ -91,6 +96,7 @@ struct TiltShiftCommand: ParsableCommand {
   var intensity: Double
 
   init(_ arguments: ParsedArguments<Options>) {
+    self.arguments = arguments
     inputs = arguments.positionals
     outputFolder = arguments[\.output] ?? ""
     jobs = arguments[\.jobs]

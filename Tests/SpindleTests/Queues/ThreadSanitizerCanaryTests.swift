@@ -1,4 +1,3 @@
-import SpindleTestSupport
 import Testing
 
 #if canImport(Glibc)
