@@ -161,6 +161,33 @@ import TiltShift
       }
     }
   }
+
+  @Test func quietInterruptPrintsOnlyTheSummary() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 5).render(width: 640, height: 480))
+    for index in 0..<40 {
+      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "q%02d.png", index)))
+    }
+    let (process, out, err) = try CLI.start(["tiltshift", "-q", inputs.path, "-o", outputs.path, "--jobs", "1"])
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning,
+      (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
+    {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = await CLI.wait(process, out, err, timeout: 60)
+    #expect(result.status == 130, "\(result.stderr)")
+    let lines = result.stderr.split(separator: "\n")
+    #expect(!lines.contains { $0.hasPrefix("cancelled ") }, "no line per cancelled file: \(result.stderr)")
+    #expect(lines.count == 1, "--quiet and no error: the summary alone: \(result.stderr)")
+    #expect(lines.last?.hasPrefix("interrupted: ") == true, "the summary still comes: \(result.stderr)")
+    #expect(result.stderr.contains(" cancelled"), "the summary counts the cancelled files: \(result.stderr)")
+  }
 }
 
 @Suite struct DemoCommandTests {
@@ -248,29 +275,4 @@ import TiltShift
     #expect(!FileManager.default.fileExists(atPath: "--json"))
   }
 
-  @Test func quietInterruptPrintsOnlyTheSummary() async throws {
-    let root = try CLI.temporaryFolder()
-    defer { try? FileManager.default.removeItem(at: root) }
-    let inputs = root.appendingPathComponent("in")
-    let outputs = root.appendingPathComponent("out")
-    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
-    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 5).render(width: 640, height: 480))
-    for index in 0..<40 {
-      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "q%02d.png", index)))
-    }
-    let (process, out, err) = try CLI.start(["tiltshift", "-q", inputs.path, "-o", outputs.path, "--jobs", "1"])
-    let deadline = Date().addingTimeInterval(60)
-    while Date() < deadline, process.isRunning,
-      (try? TiltShiftCommandTests.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
-    {
-      try await Task.sleep(for: .milliseconds(5))
-    }
-    kill(process.processIdentifier, SIGINT)
-    let result = await CLI.wait(process, out, err, timeout: 60)
-    #expect(result.status == 130, "\(result.stderr)")
-    let lines = result.stderr.split(separator: "\n")
-    #expect(!lines.contains { $0.hasPrefix("cancelled ") }, "no line per cancelled file: \(result.stderr)")
-    #expect(lines.last?.hasPrefix("interrupted: ") == true, "the summary still comes: \(result.stderr)")
-    #expect(result.stderr.contains(" cancelled"), "the summary counts the cancelled files: \(result.stderr)")
-  }
 }

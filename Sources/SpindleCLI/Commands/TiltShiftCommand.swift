@@ -187,7 +187,9 @@ struct TiltShiftCommand: ParsableCommand {
     let monitor = InterruptMonitor(
       onInterrupt: { _ in
         progressBar.clear()
-        Terminal.error("interrupted: finishing nothing new, cancelling running files (Ctrl-C again to exit at once)")
+        if !quiet {
+          Terminal.error("interrupted: finishing nothing new, cancelling running files (Ctrl-C again to exit at once)")
+        }
         batch.cancel()
       },
       onSecondInterrupt: {
