@@ -1,3 +1,11 @@
+/// What a shell may offer when completing an option's value.
+enum CompletionKind: Sendable, Equatable {
+  case none
+  case file
+  case directory
+  case choices([String])
+}
+
 /// A shell `spindle --generate-completion-script` writes for.
 enum CompletionShell: String, CaseIterable, Sendable {
   case bash
