@@ -23,24 +23,37 @@ let package = Package(
     .target(name: "CJPEG", linkerSettings: [.linkedLibrary("jpeg")]),
     .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
     .target(name: "TiltShift", dependencies: ["Spindle", "CJPEG", "CPNG"], swiftSettings: strict),
-    // Benchmark suites, shared by `spindle bench`.
+    // Benchmark suites: not a product; only `spindle bench` (SpindleCLI's BenchCommand) imports them.
     .target(
       name: "SpindleBenchmarks",
       dependencies: ["Spindle", "SpindleFoundation", "TiltShift"],
       swiftSettings: strict
     ),
-    .executableTarget(
-      name: "spindle",
+    // The command-line tool as a library (commands, parser, terminal), so it is tested in-process.
+    .target(
+      name: "SpindleCLI",
       dependencies: ["Spindle", "TiltShift", "SpindleBenchmarks"],
       swiftSettings: strict
     ),
-    .testTarget(name: "SpindleTests", dependencies: ["Spindle"], swiftSettings: strict),
+    // The thin executable: main.swift only.
+    .executableTarget(name: "spindle", dependencies: ["SpindleCLI"], swiftSettings: strict),
+    // Helpers every test target shares: offPool, eventually, Counter, Gate, Stress, TemporaryFolder.
+    .target(name: "SpindleTestSupport", path: "Tests/SpindleTestSupport", swiftSettings: strict),
+    .testTarget(name: "SpindleTests", dependencies: ["Spindle", "SpindleTestSupport"], swiftSettings: strict),
     .testTarget(
       name: "SpindleFoundationTests",
-      dependencies: ["Spindle", "SpindleFoundation"],
+      dependencies: ["Spindle", "SpindleFoundation", "SpindleTestSupport"],
       swiftSettings: strict
     ),
-    .testTarget(name: "TiltShiftTests", dependencies: ["TiltShift", "Spindle"], swiftSettings: strict),
-    .testTarget(name: "SpindleCLITests", dependencies: ["TiltShift", "spindle"], swiftSettings: strict),
+    .testTarget(
+      name: "TiltShiftTests",
+      dependencies: ["TiltShift", "Spindle", "SpindleTestSupport"],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "SpindleCLITests",
+      dependencies: ["TiltShift", "SpindleCLI", "spindle", "SpindleTestSupport"],
+      swiftSettings: strict
+    ),
   ]
 )

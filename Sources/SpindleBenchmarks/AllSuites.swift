@@ -1,5 +1,5 @@
 /// Every benchmark suite `spindle bench` knows, in the order it runs them.
-public let allBenchmarkSuites: [BenchmarkSuite] = [
+package let allBenchmarkSuites: [BenchmarkSuite] = [
   executorBenchmarkSuite,
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,

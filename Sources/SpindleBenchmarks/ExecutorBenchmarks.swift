@@ -4,7 +4,7 @@ import Spindle
 import Synchronization
 
 /// ConcurrentActionExecutor's cost per call against a raw `Task` and Dispatch, and the starvation it avoids.
-public let executorBenchmarkSuite = BenchmarkSuite(
+package let executorBenchmarkSuite = BenchmarkSuite(
   name: "executors",
   summary: "ConcurrentActionExecutor overhead per call vs Task { } and DispatchQueue.global(); blocking-work starvation"
 ) { options in
@@ -178,7 +178,7 @@ public let executorBenchmarkSuite = BenchmarkSuite(
       let clock = ContinuousClock()
       let start = clock.now
       await Task.detached(priority: .high) { blackHole(1) }.value  // the actions' priority
-      latencies.append((clock.now - start).seconds)
+      latencies.append((clock.now - start).secondsValue)
       for execution in executions { await execution.wait() }
     }
     let latency = Sample(latencies).median

@@ -6,7 +6,7 @@ import SpindleFoundation
 /// Scenarios: many independent operations (the per-operation cost of `AsyncOperation`'s lock and
 /// notifications), and dependency chains of growing length (how `OperationQueue` scales with depth; a
 /// per-item cost that grows with the length means super-linear scheduling).
-public let foundationBenchmarkSuite = BenchmarkSuite(
+package let foundationBenchmarkSuite = BenchmarkSuite(
   name: "foundation",
   summary: "OperationQueue: BlockOperation vs AsyncOperation-based operations; chains of growing length"
 ) { options in

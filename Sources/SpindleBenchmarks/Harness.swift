@@ -1,26 +1,26 @@
 import Foundation
 
 /// Options shared by every benchmark suite.
-public struct BenchmarkOptions: Sendable {
+package struct BenchmarkOptions: Sendable {
   /// Run a reduced problem size and fewer repetitions (for `spindle bench --quick` and CI smoke runs).
-  public var quick: Bool
+  package var quick: Bool
   /// How many timed runs each measurement takes; the median is reported.
-  public var runs: Int
+  package var runs: Int
 
-  public init(quick: Bool = false, runs: Int? = nil) {
+  package init(quick: Bool = false, runs: Int? = nil) {
     self.quick = quick
     self.runs = runs ?? (quick ? 3 : 7)
   }
 }
 
 /// Timing statistics of one measured case, in seconds.
-public struct Sample: Sendable, Codable {
-  public var median: Double
-  public var min: Double
-  public var max: Double
-  public var runs: Int
+package struct Sample: Sendable, Codable {
+  package var median: Double
+  package var min: Double
+  package var max: Double
+  package var runs: Int
 
-  public init(_ seconds: [Double]) {
+  package init(_ seconds: [Double]) {
     precondition(!seconds.isEmpty, "a sample needs at least one run")
     let sorted = seconds.sorted()
     let mid = sorted.count / 2
@@ -35,7 +35,7 @@ public struct Sample: Sendable, Codable {
 ///
 /// `body` receives nothing and must do the whole unit of work (set-up that should not be
 /// timed belongs in `prepare`, which runs before each timed run).
-public func measure(
+package func measure(
   runs: Int,
   warmup: Int = 1,
   prepare: () throws -> Void = {},
@@ -52,13 +52,13 @@ public func measure(
     try prepare()
     let start = clock.now
     try body()
-    seconds.append((clock.now - start).seconds)
+    seconds.append((clock.now - start).secondsValue)
   }
   return Sample(seconds)
 }
 
 /// Async variant of ``measure(runs:warmup:prepare:_:)``.
-public func measureAsync(
+package func measureAsync(
   runs: Int,
   warmup: Int = 1,
   _ body: () async throws -> Void
@@ -69,34 +69,26 @@ public func measureAsync(
   for _ in 0..<runs {
     let start = clock.now
     try await body()
-    seconds.append((clock.now - start).seconds)
+    seconds.append((clock.now - start).secondsValue)
   }
   return Sample(seconds)
 }
 
-extension Duration {
-  /// The duration in seconds as a `Double`.
-  public var seconds: Double {
-    let (s, attos) = components
-    return Double(s) + Double(attos) / 1e18
-  }
-}
-
 /// One row of a comparison: a case, a contender, its sample and an optional per-item scale.
-public struct BenchmarkResult: Sendable, Codable {
+package struct BenchmarkResult: Sendable, Codable {
   /// The case measured, e.g. "chain 10,000".
-  public var scenario: String
+  package var scenario: String
   /// Who ran it, e.g. "Spindle WorkQueue", "Foundation OperationQueue".
-  public var contender: String
-  public var sample: Sample
+  package var contender: String
+  package var sample: Sample
   /// Items processed per run, for per-item costs (1 when not meaningful).
-  public var items: Int
+  package var items: Int
   /// The contender this row's ratio is taken against within the same scenario (nil: this row is the baseline).
-  public var isBaseline: Bool
+  package var isBaseline: Bool
   /// Free-form extra value, e.g. "MP/s 41.2" or "bytes/item 120".
-  public var note: String?
+  package var note: String?
 
-  public init(
+  package init(
     scenario: String,
     contender: String,
     sample: Sample,
@@ -114,12 +106,12 @@ public struct BenchmarkResult: Sendable, Codable {
 }
 
 /// The output of one suite: results plus free-form notes printed under the table.
-public struct BenchmarkReport: Sendable, Codable {
-  public var suite: String
-  public var results: [BenchmarkResult]
-  public var notes: [String]
+package struct BenchmarkReport: Sendable, Codable {
+  package var suite: String
+  package var results: [BenchmarkResult]
+  package var notes: [String]
 
-  public init(suite: String, results: [BenchmarkResult] = [], notes: [String] = []) {
+  package init(suite: String, results: [BenchmarkResult] = [], notes: [String] = []) {
     self.suite = suite
     self.results = results
     self.notes = notes
@@ -128,7 +120,7 @@ public struct BenchmarkReport: Sendable, Codable {
   /// A plain-text table: per scenario, each contender's median, per-item cost and ratio to the baseline.
   ///
   /// The ratio is `contender median / baseline median`: below 1 means faster than the baseline.
-  public func table() -> String {
+  package func table() -> String {
     var lines: [String] = []
     lines.append("== \(suite) ==")
     let header = ["scenario", "contender", "median", "per item", "vs baseline", "note"]
@@ -163,7 +155,7 @@ public struct BenchmarkReport: Sendable, Codable {
 }
 
 /// Formats seconds with a unit that keeps three significant digits (ns, µs, ms, s).
-public func formatSeconds(_ s: Double) -> String {
+package func formatSeconds(_ s: Double) -> String {
   switch s {
   case ..<1e-6: String(format: "%.1f ns", s * 1e9)
   case ..<1e-3: String(format: "%.2f µs", s * 1e6)
@@ -173,12 +165,12 @@ public func formatSeconds(_ s: Double) -> String {
 }
 
 /// A named group of measurements that `spindle bench` can run.
-public struct BenchmarkSuite: Sendable {
-  public var name: String
-  public var summary: String
-  public var run: @Sendable (BenchmarkOptions) async throws -> BenchmarkReport
+package struct BenchmarkSuite: Sendable {
+  package var name: String
+  package var summary: String
+  package var run: @Sendable (BenchmarkOptions) async throws -> BenchmarkReport
 
-  public init(
+  package init(
     name: String,
     summary: String,
     run: @escaping @Sendable (BenchmarkOptions) async throws -> BenchmarkReport

@@ -5,7 +5,7 @@ import Synchronization
 
 /// Isolation primitives: `Isolated` against the lock candidates it was chosen from, bounded task groups
 /// against a plain task group, and `AsyncSemaphore` against `DispatchSemaphore` and a bare `Mutex`.
-public let isolationBenchmarkSuite = BenchmarkSuite(
+package let isolationBenchmarkSuite = BenchmarkSuite(
   name: "isolation",
   summary: "Isolated vs Mutex / pthread_rwlock / barrier queue; concurrentMap overhead; AsyncSemaphore cost"
 ) { options in
@@ -192,7 +192,7 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
         for (index, (_, candidate)) in candidates.enumerated() {
           let start = clock.now
           runMix(candidate, ops: counts[index], threads: threads, writeEvery: mix.writeEvery, spin: mix.spin)
-          if round >= 0 { seconds[index].append((clock.now - start).seconds) }  // round -1 warms up
+          if round >= 0 { seconds[index].append((clock.now - start).secondsValue) }  // round -1 warms up
           usleep(2_000)
         }
       }

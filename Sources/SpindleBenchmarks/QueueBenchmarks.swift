@@ -3,7 +3,7 @@ import Spindle
 
 /// Costs of IdentifiableDispatchQueue: `currentQueueIs`, re-entrant and nested `sync`, and deadlock detection,
 /// each against the plain Dispatch call it replaces, measured round-robin in the same run.
-public let queueBenchmarkSuite = BenchmarkSuite(
+package let queueBenchmarkSuite = BenchmarkSuite(
   name: "queues",
   summary: "IdentifiableDispatchQueue: currentQueueIs, sync vs DispatchQueue.sync, nested sync, cycle detection"
 ) { options in
@@ -67,7 +67,7 @@ struct QueueBenchmarks {
       for (index, contender) in contenders.enumerated() {
         let start = clock.now
         let checksum = contender.body()
-        let elapsed = (clock.now - start).seconds
+        let elapsed = (clock.now - start).secondsValue
         precondition(checksum == expected, "\(name) / \(contender.name): \(checksum) instead of \(expected)")
         if round > 0 { seconds[index].append(elapsed) }
       }

@@ -4,7 +4,7 @@ import TiltShift
 
 /// Tilt-shift on a batch of large photos: TiltShift's stages one by one, the whole job, and the same
 /// job done by libvips and ImageMagick on the same files in the same run (when they are installed).
-public let tiltShiftBenchmarkSuite = BenchmarkSuite(
+package let tiltShiftBenchmarkSuite = BenchmarkSuite(
   name: "tiltshift",
   summary: "decode → tilt-shift → encode on 8 × 12 MP JPEGs, against libvips and ImageMagick"
 ) { options in
@@ -206,7 +206,7 @@ struct TiltShiftBenchmark {
         let cpuStart = Self.cpuSeconds(contender.1)
         let start = clock.now
         try contender.2()
-        let wall = (clock.now - start).seconds
+        let wall = (clock.now - start).secondsValue
         let cpu = Self.cpuSeconds(contender.1) - cpuStart
         if round >= 0 {
           walls[index].append(wall)

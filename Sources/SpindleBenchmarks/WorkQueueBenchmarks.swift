@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Every body is empty (or adds 1), so the numbers are the cost of scheduling. Spindle is the baseline of
 /// each scenario: a ratio of 4.00x means that contender took four times as long.
-public let workQueueBenchmarkSuite = BenchmarkSuite(
+package let workQueueBenchmarkSuite = BenchmarkSuite(
   name: "workqueue",
   summary: "WorkQueue vs OperationQueue, Dispatch and task groups: independent items, chains, fan-in, DAG, memory"
 ) { options in

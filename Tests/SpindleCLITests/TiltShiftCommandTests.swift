@@ -23,6 +23,7 @@ import TiltShift
 
   @Test func mixedFolderProcessesGoodFilesAndReportsEachBadOne() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let inputs = root.appendingPathComponent("in")
     let outputs = root.appendingPathComponent("out")
     try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
@@ -52,6 +53,7 @@ import TiltShift
 
   @Test func refusesToOverwriteInputsOrExistingOutputs() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let photo = root.appendingPathComponent("photo.jpg")
     try Self.writePhoto(photo, seed: 4)
     let before = try Data(contentsOf: photo)
@@ -71,6 +73,7 @@ import TiltShift
 
   @Test func shardsAreDisjointAndCoverTheInput() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let inputs = root.appendingPathComponent("in")
     try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
     let names = (0..<7).map { "p\($0).jpg" }
@@ -127,6 +130,7 @@ import TiltShift
   @Test func interruptLeavesOnlyCompleteOutputsAndExits130() async throws {
     for interrupts in [1, 2] {
       let root = try CLI.temporaryFolder()
+      defer { try? FileManager.default.removeItem(at: root) }
       let inputs = root.appendingPathComponent("in")
       let outputs = root.appendingPathComponent("out")
       try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
@@ -157,11 +161,39 @@ import TiltShift
       }
     }
   }
+
+  @Test func quietInterruptPrintsOnlyTheSummary() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 5).render(width: 640, height: 480))
+    for index in 0..<40 {
+      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "q%02d.png", index)))
+    }
+    let (process, out, err) = try CLI.start(["tiltshift", "-q", inputs.path, "-o", outputs.path, "--jobs", "1"])
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning,
+      (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
+    {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = await CLI.wait(process, out, err, timeout: 60)
+    #expect(result.status == 130, "\(result.stderr)")
+    let lines = result.stderr.split(separator: "\n")
+    #expect(!lines.contains { $0.hasPrefix("cancelled ") }, "no line per cancelled file: \(result.stderr)")
+    #expect(lines.count == 1, "--quiet and no error: the summary alone: \(result.stderr)")
+    #expect(lines.last?.hasPrefix("interrupted: ") == true, "the summary still comes: \(result.stderr)")
+    #expect(result.stderr.contains(" cancelled"), "the summary counts the cancelled files: \(result.stderr)")
+  }
 }
 
 @Suite struct DemoCommandTests {
   @Test func demoRunsAndItsOutputsDecode() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let result = try await CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200"])
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout.contains("speed-up"))
@@ -182,6 +214,7 @@ import TiltShift
   @Test func shardsAgreeOnCollisionsWithInputs() async throws {
     // a-tiltshift.jpg is an input (in shard 1) and the output of a.jpg (in shard 2): no shard may overwrite it.
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a.jpg"), seed: 1, width: 32, height: 24)
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("a-tiltshift.jpg"), seed: 2, width: 32, height: 24)
     let before = try Data(contentsOf: root.appendingPathComponent("a-tiltshift.jpg"))
@@ -193,6 +226,7 @@ import TiltShift
 
   @Test func sameFormatFollowsTheBytesNotTheName() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("fake.png"), seed: 1, width: 32, height: 24)
     let out = root.appendingPathComponent("out")
     let result = try await CLI.run(["tiltshift", root.appendingPathComponent("fake.png").path, "-o", out.path])
@@ -205,6 +239,7 @@ import TiltShift
 
   @Test func specialFilesAreRejectedNotOpened() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let fifo = root.appendingPathComponent("pipe.jpg")
     #expect(mkfifo(fifo.path, 0o600) == 0)
     let result = try await CLI.run(
@@ -215,6 +250,7 @@ import TiltShift
 
   @Test func recursiveRunsMirrorSubfolders() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     for year in ["2023", "2024"] {
       let folder = root.appendingPathComponent("photos/\(year)")
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -231,10 +267,12 @@ import TiltShift
 
   @Test func anOptionIsNeverTakenAsAValue() async throws {
     let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
     let result = try await CLI.run(["tiltshift", root.path, "-o", "--json"])
     #expect(result.status == 2)
     #expect(result.stderr.contains("--output needs a value"))
     #expect(result.stderr.contains("See 'spindle tiltshift --help'"))
     #expect(!FileManager.default.fileExists(atPath: "--json"))
   }
+
 }

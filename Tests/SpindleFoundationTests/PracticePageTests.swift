@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import SpindleTestSupport
 import Testing
 
 @testable import SpindleFoundation

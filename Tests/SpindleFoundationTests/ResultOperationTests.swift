@@ -1,17 +1,20 @@
 import Dispatch
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import SpindleFoundation
 
 /// Outcomes of typed operations that end without a normal value.
 @Suite struct ResultOperationTests {
-  // Finishes with the plain finish(), without a value.
+  // Finishes with the plain finish(), without a value. ResultOperation's lock protects its state; this subclass
+  // adds none.
   final class Forgetful: ResultOperation<Int>, @unchecked Sendable {
     override func main() { finish() }
   }
 
-  // Finishes twice with different values; only the first counts.
+  // Finishes twice with different values; only the first counts. ResultOperation's lock protects its state;
+  // `log` is immutable and locks its own entries.
   final class Twice: ResultOperation<Int>, @unchecked Sendable {
     let log = MisuseLog()
     override func main() {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import SpindleFoundation
@@ -7,7 +8,7 @@ import Testing
 /// Many async operations finishing from many threads; cancel racing finish; bounded by default.
 @Suite struct AsyncOperationStressTests {
   @Test func thousandsOfAsyncOperationsFinishFromManyThreads() throws {
-    let count = 2_000 * stressScale
+    let count = Stress.scaled(2_000)
     let queue = OperationQueue()
     let completions = Counter()
     let operations = (0..<count).map { index in
@@ -25,7 +26,7 @@ import Testing
   }
 
   @Test func finishRacingFinishHasOneWinnerAndOneReport() throws {
-    let count = 500 * stressScale
+    let count = Stress.scaled(500)
     let queue = OperationQueue()
     let operations = (0..<count).map { _ in
       ProbeOperation { op in
@@ -46,7 +47,7 @@ import Testing
   }
 
   @Test func cancelRacingStartAndFinishAlwaysEndsFinished() throws {
-    let count = 1_000 * stressScale
+    let count = Stress.scaled(1_000)
     let queue = OperationQueue()
     let operations = (0..<count).map { _ in
       ProbeOperation { op in
@@ -69,7 +70,7 @@ import Testing
   }
 
   @Test func pipelinesCancelledAtRandomPointsAllDrain() throws {
-    let count = 200 * stressScale
+    let count = Stress.scaled(200)
     let queue = OperationQueue()
     queue.maxConcurrentOperationCount = 8
     var chains: [(ResultBlockOperation<Int>, TransformOperation<Int, Int>, TransformOperation<Int, Int>)] = []

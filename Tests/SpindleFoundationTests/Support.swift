@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -23,12 +24,6 @@ func blur(_ image: Image) -> Image {
     out[i] = UInt8((Int(image[i - 1]) + Int(image[i]) + Int(image[i + 1])) / 3)
   }
   return out
-}
-
-/// The playground's slow filter: the blur plus a sleep, so timing ratios do not depend on CPU load.
-func slowTiltShift(_ image: Image, seconds: Double = 0.15) -> Image {
-  Thread.sleep(forTimeInterval: seconds)
-  return blur(image)
 }
 
 /// The playground's `simulateNetworkImageLoadAsync`: calls back later, from another thread.
@@ -64,55 +59,11 @@ func wait(for operation: Operation, within seconds: Double = 10) -> Bool {
   return done.wait(timeout: .now() + seconds) == .success
 }
 
-// OperationQueue is thread-safe (its own locks); the box only carries it into a @Sendable closure.
+// Holds only OperationQueue and Operation, which are thread-safe (their own locks); the box only carries them
+// into a @Sendable closure.
 struct UncheckedBox<Value>: @unchecked Sendable {
   let value: Value
   init(_ value: Value) { self.value = value }
-}
-
-/// A counter safe to bump from any thread.
-final class Counter: Sendable {
-  private let count = Atomic<Int>(0)
-  private let peak = Atomic<Int>(0)
-  private let running = Atomic<Int>(0)
-
-  var value: Int { count.load(ordering: .sequentiallyConsistent) }
-  var peakConcurrency: Int { peak.load(ordering: .sequentiallyConsistent) }
-
-  @discardableResult
-  func increment() -> Int { count.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue }
-
-  /// Runs `body` while tracking how many bodies run at once.
-  func tracking<T>(_ body: () throws -> T) rethrows -> T {
-    let now = running.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
-    var seen = peak.load(ordering: .sequentiallyConsistent)
-    while now > seen {
-      let (exchanged, original) = peak.compareExchange(
-        expected: seen, desired: now, ordering: .sequentiallyConsistent)
-      if exchanged { break }
-      seen = original
-    }
-    defer { running.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
-    return try body()
-  }
-}
-
-/// A one-shot gate: `wait` blocks until `open` (bounded, so a bug cannot hang the suite).
-final class Gate: Sendable {
-  private let semaphore = DispatchSemaphore(value: 0)
-  func open() { semaphore.signal() }
-  @discardableResult
-  func wait(seconds: Double = 10) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
-}
-
-/// Polls `condition` until it holds, at most `seconds`.
-func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-  let deadline = Date().addingTimeInterval(seconds)
-  while Date() < deadline {
-    if condition() { return true }
-    Thread.sleep(forTimeInterval: 0.001)
-  }
-  return condition()
 }
 
 /// Records misuse reports instead of writing them to standard error.
@@ -142,9 +93,6 @@ final class ProbeOperation: AsyncOperation, @unchecked Sendable {
   override func reportMisuse(_ misuse: Misuse) { log.record(misuse) }
 }
 
-/// Whether the environment asks for the big stress sizes.
-let stressScale = ProcessInfo.processInfo.environment["SPINDLE_STRESS"] == "1" ? 10 : 1
-
 /// Waits for `queue` to drain without blocking a thread of Swift's cooperative pool (which `TaskOperation`
 /// bodies need), at most `seconds`.
 func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 10) async -> Bool {
@@ -156,24 +104,4 @@ func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 10) 
 func waitWithoutBlocking(for operation: Operation, within seconds: Double = 10) async -> Bool {
   let box = UncheckedBox(operation)
   return await offPool { wait(for: box.value, within: seconds) }
-}
-
-/// Runs a blocking `body` on a thread of its own and suspends until it returns.
-///
-/// Tests never block a cooperative thread: the pool has one thread per core, and tests that block it while
-/// waiting for work that needs it (a `TaskOperation`'s task) deadlock each other when suites run in parallel.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-  await withCheckedContinuation { continuation in
-    Thread.detachNewThread { continuation.resume(returning: body()) }
-  }
-}
-
-/// Polls `condition` from async code, at most `seconds`, yielding the thread between polls.
-func eventuallyAsync(within seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-  let deadline = ContinuousClock.now + .seconds(seconds)
-  while ContinuousClock.now < deadline {
-    if condition() { return true }
-    try? await Task.sleep(for: .milliseconds(1))
-  }
-  return condition()
 }

@@ -1,14 +1,14 @@
 import Foundation
 import Spindle
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
 
 @Suite struct TiltShiftBatchTests {
+  /// A fresh folder; each test removes it (`defer`) when it is done.
   static func folder() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("spindle-batch-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+    try makeTemporaryFolder("spindle-batch").path
   }
 
   /// `count` small JPEGs in a fresh folder, and an output path for each.
@@ -23,6 +23,7 @@ import Testing
 
   @Test func everyFileEndsAndABadOneNeverStopsTheOthers() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     var items = try Self.items(6, in: folder)
     try Data("not an image".utf8).write(to: URL(fileURLWithPath: items[2].input))
     items[4].input = folder + "/missing.jpg"
@@ -50,6 +51,7 @@ import Testing
 
   @Test func decodedImagesInMemoryNeverExceedTheWindow() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try Self.items(12, in: folder)
     for window in [1, 3] {
       let configuration = BatchConfiguration(jobs: 2, maxImagesInMemory: window, replaceExisting: true)
@@ -62,6 +64,7 @@ import Testing
 
   @Test func cancellingLeavesOnlyCompleteOutputsAndReportsTheRest() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try Self.items(30, in: folder)
     let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
     let summary = await batch.run { _, progress in
@@ -81,6 +84,7 @@ import Testing
 
   @Test func aBatchRunsOnceAndASecondRunReturnsTheSameSummary() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     let batch = TiltShiftBatch(items: try Self.items(3, in: folder))
     let first = await batch.run()
     let second = await batch.run()
@@ -97,6 +101,7 @@ import Testing
 
   @Test func eventsStreamEveryFileThenTheSummary() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try Self.items(4, in: folder)
     var finished: [String] = []
     var summary: BatchSummary?
@@ -116,6 +121,7 @@ import Testing
 
   @Test func leavingTheEventLoopEarlyCancelsTheBatch() async throws {
     let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try Self.items(20, in: folder)
     let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
     for await event in batch.events() {

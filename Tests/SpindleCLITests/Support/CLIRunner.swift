@@ -1,4 +1,5 @@
 import Foundation
+import SpindleTestSupport
 
 /// Runs the built `spindle` binary and captures what it did.
 struct CLIResult {
@@ -85,11 +86,8 @@ enum CLI {
     )
   }
 
-  /// A fresh temporary folder for one test.
-  static func temporaryFolder(_ name: String = #function) throws -> URL {
-    let url = FileManager.default.temporaryDirectory
-      .appendingPathComponent("spindle-cli-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    return url
+  /// A fresh temporary folder for one test; the test removes it (`defer`) when it is done.
+  static func temporaryFolder() throws -> URL {
+    try makeTemporaryFolder("spindle-cli-tests")
   }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -170,7 +171,7 @@ import Testing
   }
 
   @Test func cancellationRacesKeepEveryExecutionConsistent() async {
-    let count = stressSize(small: 2_000, large: 50_000)
+    let count = Stress.size(small: 2_000, large: 50_000)
     let ran = Locked<Set<Int>>([])
     let delivered = Locked<[Int: Int]>([:])
     let sut = ConcurrentActionExecutor<Int, Int>(maxInFlight: 3) { input in
@@ -211,10 +212,4 @@ func spinUntilCancelled() -> Bool {
     usleep(200)
   }
   return true
-}
-
-/// The size of a stress test: `small` by default, `large` when `SPINDLE_STRESS=1`.
-func stressSize(small: Int, large: Int) -> Int {
-  if let value = getenv("SPINDLE_STRESS"), String(cString: value) == "1" { return large }
-  return small
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -117,7 +118,7 @@ struct ActionFailure: Error, Equatable {
   }
 
   @Test func asyncCancellationRacesEndEveryCallExactlyOnce() async {
-    let count = stressSize(small: 1_000, large: 20_000)
+    let count = Stress.size(small: 1_000, large: 20_000)
     let ran = Atomic<Int>(0)
     let sut = ThrowingConcurrentActionExecutor<Int, Int>(maxInFlight: 2) { input in
       ran.add(1, ordering: .relaxed)
@@ -147,7 +148,7 @@ struct ActionFailure: Error, Equatable {
   }
 
   @Test func completionCancellationRacesCallEveryCompletionExactlyOnce() async {
-    let count = stressSize(small: 1_000, large: 20_000)
+    let count = Stress.size(small: 1_000, large: 20_000)
     let calls = Locked<[Int: Int]>([:])
     let sut = ThrowingConcurrentActionExecutor<Int, Int>(maxInFlight: 2) { $0 }
     let executions = (0..<count).map { index in

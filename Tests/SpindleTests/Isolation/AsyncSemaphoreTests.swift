@@ -1,4 +1,5 @@
 import Dispatch
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -16,7 +17,7 @@ import Testing
   @Test func permitsAreNeverExceeded() async throws {
     let permits = AsyncSemaphore(value: 3)
     let gauge = ConcurrencyGauge()
-    let tasks = stressSize(60)
+    let tasks = Stress.scaled(60)
     await withTaskGroup(of: Void.self) { group in
       for i in 0..<tasks {
         group.addTask {
@@ -85,7 +86,7 @@ import Testing
   }
 
   @Test func cancellationRacingSignalNeverLosesOrLeaksAPermit() async throws {
-    for _ in 0..<stressSize(200) {
+    for _ in 0..<Stress.scaled(200) {
       let permits = AsyncSemaphore(value: 0)
       let waiter = Task { try await permits.waitUnlessCancelled() }
       #expect(await eventually { permits.waiterCount == 1 })

@@ -1,4 +1,5 @@
 import Spindle
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -19,7 +20,7 @@ private func square(_ x: Int) async -> Int {
 
   @Test func boundedGroupNeverExceedsItsLimitAndLosesNoResult() async {
     let gauge = ConcurrencyGauge()
-    let total = stressSize(40)
+    let total = Stress.scaled(40)
     let results = await withBoundedTaskGroup(maxConcurrent: 3, of: Int.self) { group in
       let limit = group.maxConcurrent
       #expect(limit == 3)
@@ -72,7 +73,7 @@ private func square(_ x: Int) async -> Int {
 
   @Test func concurrentMapKeepsInputOrderAndItsLimit() async throws {
     let gauge = ConcurrencyGauge()
-    let input = Array(0..<stressSize(200))
+    let input = Array(0..<Stress.scaled(200))
     let output = try await input.concurrentMap(maxConcurrent: 4) { x -> String in
       gauge.enter()
       for _ in 0..<((x * 7) % 5) { await Task.yield() }

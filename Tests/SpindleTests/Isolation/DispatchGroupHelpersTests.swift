@@ -1,5 +1,6 @@
 import Dispatch
 import Spindle
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -30,16 +31,27 @@ import Testing
     #expect(group.wait(timeout: .now()) == .success)
   }
 
-  @Test func notifyOnMainActorRunsOnTheMainActor() async {
+  @Test func notifyOnMainActorRunsOnTheMainActorAfterTheLastLeave() async {
+    let key = mainQueueKey  // Set up here, not lazily inside the block under test.
+    #expect(DispatchQueue.getSpecific(key: key) == nil, "a test does not run on the main queue")
     let group = DispatchGroup()
     let lease = DispatchGroupLease(entering: group)
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    let left = Counter()
+    let seen = await withCheckedContinuation { (continuation: CheckedContinuation<(Bool, Int, Bool), Never>) in
       group.notifyOnMainActor {
-        MainActor.preconditionIsolated()
-        continuation.resume()
+        // The main actor's executor is the main queue: only there is the key's value set.
+        let onMainQueue = DispatchQueue.getSpecific(key: key) == true
+        continuation.resume(returning: (onMainQueue, left.value, group.wait(timeout: .now()) == .success))
       }
-      DispatchQueue.global().async { lease.leave() }
+      DispatchQueue.global().async {
+        left.increment()
+        lease.leave()
+      }
     }
+    #expect(seen.0, "the block ran on the main actor (the main queue)")
+    #expect(seen.1 == 1, "and only after the member left")
+    #expect(seen.2, "when the group was empty")
+    #expect(lease.hasLeft)
   }
 
   @Test func leaseLeavesOnceWhenTheCallbackFiresTwiceOnAnotherThread() async {
@@ -94,3 +106,10 @@ import Testing
     #expect(group.wait(timeout: .now()) == .success)
   }
 }
+
+/// Set on the main queue only, to tell from inside a block whether it runs there.
+private let mainQueueKey: DispatchSpecificKey<Bool> = {
+  let key = DispatchSpecificKey<Bool>()
+  DispatchQueue.main.setSpecific(key: key, value: true)
+  return key
+}()

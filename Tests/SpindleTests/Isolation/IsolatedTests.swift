@@ -1,4 +1,5 @@
 import Dispatch
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -59,7 +60,7 @@ private func busyWork(_ n: Int) -> Int {
   @Test func neverTearsUnderConcurrentWriters() {
     let pair = Isolated(Pair())
     let torn = Counter()
-    let iterations = stressSize(5_000)
+    let iterations = Stress.scaled(5_000)
     DispatchQueue.concurrentPerform(iterations: 4) { worker in
       for i in 0..<iterations {
         let stamp = worker * iterations + i
@@ -92,7 +93,7 @@ private func busyWork(_ n: Int) -> Int {
     defer { stalled.resume() }
     let pair = Isolated(Pair(), drainingOn: stalled)
     var stale = 0
-    for i in 1...stressSize(500) {
+    for i in 1...Stress.scaled(500) {
       pair.writeAsync { $0.a = i }
       let seen = Mutex(0)
       let done = DispatchSemaphore(value: 0)
@@ -122,7 +123,7 @@ private func busyWork(_ n: Int) -> Int {
 
   @Test func writeAsyncFromManyThreadsLosesNothing() {
     let counter = Isolated(0)
-    let perThread = stressSize(2_000)
+    let perThread = Stress.scaled(2_000)
     DispatchQueue.concurrentPerform(iterations: 4) { _ in
       for _ in 0..<perThread { counter.writeAsync { $0 += 1 } }
     }

@@ -1,12 +1,13 @@
 import Dispatch
 import Spindle
+import SpindleTestSupport
 import Testing
 
 /// Many threads nesting `sync` across a few queues at once: answers stay right and nothing hangs.
 ///
 /// Bounded by default; `SPINDLE_STRESS=1` runs a hundred times more.
 @Suite struct QueueStressTests {
-  static let rounds = environmentFlag("SPINDLE_STRESS") ? 200_000 : 2_000
+  static let rounds = Stress.size(small: 2_000, large: 200_000)
 
   @Test func concurrentNestedSyncsKeepTheirChains() {
     let queues = (0..<4).map { IDQ(label: "stress.\($0)") }

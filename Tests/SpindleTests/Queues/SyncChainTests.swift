@@ -149,7 +149,8 @@ import Testing
       a.async(group: group) { continuation.resume(returning: a.isCurrent) }
     }
     #expect(onQueue)
-    #expect(group.wait(timeout: .now() + 10) == .success)
+    // The group empties once the block returns; poll without blocking a cooperative thread.
+    #expect(await eventually(within: 10) { group.wait(timeout: .now()) == .success })
     let later = await withCheckedContinuation { continuation in
       a.asyncAfter(deadline: .now() + .milliseconds(5)) { continuation.resume(returning: a.isCurrent) }
     }

@@ -1,13 +1,12 @@
 import Dispatch
 import Foundation
 import Spindle
-import SpindleBenchmarks
 import TiltShift
 
 /// `spindle tiltshift INPUT... -o DIR`: the real batch tool.
-enum TiltShiftCommand {
-  static let spec = CommandSpec(
-    name: "spindle tiltshift",
+struct TiltShiftCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    name: "tiltshift",
     abstract: "Apply a tilt-shift (miniature) effect to JPEG and PNG photos in batch.",
     discussion: """
       Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files). Outputs are
@@ -21,107 +20,139 @@ enum TiltShiftCommand {
       Every shard sorts the same input list and takes its own contiguous slice: the slices are
       disjoint and together cover every input.
       """,
-    positionals: [("inputs", "Photos or folders of photos (JPEG, PNG).", true, false)],
-    options: [
-      OptionSpec(
-        name: "output", short: "o", valueName: "dir", help: "Folder for the results (created if missing).",
-        isRequired: true),
-      OptionSpec(name: "jobs", short: "j", valueName: "n", help: "Files processed at once (default: cores)."),
-      OptionSpec(
-        name: "radius", valueName: "px",
-        help: "Blur radius, as a Gaussian sigma (default \(Int(TiltShiftParameters.defaultRadius)))."),
-      OptionSpec(name: "band", valueName: "a-b", help: "Sharp band as fractions of height (default 0.35-0.65)."),
-      OptionSpec(name: "intensity", valueName: "x", help: "Blur at the band edge, 0...1 (default 0.5)."),
-      OptionSpec(name: "quality", valueName: "q", help: "JPEG quality 1...100 (default 90)."),
-      OptionSpec(name: "format", valueName: "jpeg|png|same", help: "Output format (default: same as input)."),
-      OptionSpec(name: "suffix", valueName: "text", help: "Appended to output names (default -tiltshift)."),
-      OptionSpec(
-        name: "max-pixels", valueName: "n",
-        help: "Refuse images with more pixels (default: whatever fits --memory)."),
-      OptionSpec(
-        name: "memory", valueName: "size",
-        help: "Memory budget for images in flight, e.g. 2G, 512M (default: half of RAM, at most 4G)."),
-      OptionSpec(name: "strip", help: "Write no metadata (profile, EXIF, XMP, IPTC, text); pixels are turned upright."),
-      OptionSpec(name: "lenient", help: "Accept truncated or damaged files with a warning naming the missing rows."),
-      OptionSpec(
-        name: "background", valueName: "white|black|#rrggbb",
-        help: "Colour transparent pixels are put on for JPEG output (default white)."),
-      OptionSpec(name: "shard", valueName: "K/N", help: "Process only the K-th of N slices of the sorted inputs."),
-      OptionSpec(name: "recursive", short: "r", help: "Descend into sub-folders (mirrored under -o)."),
-      OptionSpec(name: "overwrite", help: "Replace existing outputs (never inputs)."),
-      OptionSpec(name: "quiet", short: "q", help: "Print only errors and the summary."),
-      OptionSpec(name: "json", help: "Print a machine-readable JSON summary on stdout."),
+    positionals: [
+      Positional(name: "inputs", help: "Photos or folders of photos (JPEG, PNG).", repeating: true, completion: .file)
     ]
   )
 
-  static func run(_ arguments: [String]) async throws -> Int32 {
-    let parsed = try spec.parse(arguments)
-    if parsed.flag("help") {
-      Terminal.out(spec.help)
-      return 0
-    }
-    let usage = spec.usage
-    guard let outputFolder = parsed.string("output"), !outputFolder.isEmpty else {
-      throw UsageError(message: "missing -o/--output <dir>", usage: usage)
-    }
-    let jobs = try parsed.int("jobs", default: WorkQueue.activeProcessorCount, range: 1...256)
-    let radius = try parsed.double(
-      "radius", default: TiltShiftParameters.defaultRadius, range: 0...TiltShiftParameters.maximumRadius)
-    let intensity = try parsed.double("intensity", default: 0.5, range: 0...1)
-    let quality = try parsed.int("quality", default: 90, range: 1...100)
-    let format = try parsed.choice("format", default: "same", among: ["jpeg", "jpg", "png", "same"])
-    var memory = BatchConfiguration.defaultMemoryBudget
-    if let text = parsed.string("memory") {
-      guard let value = parseSize(text), value >= 16 << 20 else {
-        throw UsageError(
-          message: "--memory expects a size of at least 16M like 512M or 4G, got '\(text)'", usage: usage)
-      }
-      memory = value
-    }
-    // Without --max-pixels the memory budget alone decides, from each file's header, before any pixel is decoded.
-    let maxPixels = try parsed.int("max-pixels", default: Int(Int32.max) * 4, range: 1...Int(Int32.max) * 4)
-    var background = BackgroundColour.white
-    if let text = parsed.string("background") {
-      guard let colour = BackgroundColour(parsing: text) else {
-        throw UsageError(message: "--background expects white, black or #rrggbb, got '\(text)'", usage: usage)
-      }
-      background = colour
-    }
-    let suffix = parsed.string("suffix") ?? "-tiltshift"
-    guard !suffix.contains("/") else { throw UsageError(message: "--suffix must not contain '/'", usage: usage) }
-    var band: ClosedRange<Double> = 0.35...0.65
-    if let text = parsed.string("band") {
-      let parts = text.split(separator: "-", maxSplits: 1).map { Double($0) }
-      guard parts.count == 2, let low = parts[0], let high = parts[1], 0 <= low, low <= high, high <= 1 else {
-        throw UsageError(message: "--band expects two fractions 'a-b' with 0 ≤ a ≤ b ≤ 1, got '\(text)'", usage: usage)
-      }
-      band = low...high
-    }
-    var shard = (index: 1, count: 1)
-    if let text = parsed.string("shard") {
-      guard let value = BatchPlan.parseShard(text) else {
-        throw UsageError(message: "--shard expects K/N with 1 ≤ K ≤ N, got '\(text)'", usage: usage)
-      }
-      shard = value
-    }
-    let parameters: TiltShiftParameters
-    do {
-      parameters = try TiltShiftParameters(radius: radius, clearBand: band, innerIntensity: intensity)
-    } catch {
-      throw UsageError(message: error.description, usage: usage)
-    }
-    let quiet = parsed.flag("quiet")
-    let json = parsed.flag("json")
+  /// `--shard K/N`: the K-th (1-based) of N slices.
+  struct Shard: Sendable, Equatable {
+    var index: Int
+    var count: Int
+  }
 
+  /// Every option `spindle tiltshift` accepts, in the order `--help` lists them.
+  ///
+  /// A new option is one `let` here; `run()` reads it as `arguments[\.name]` (help, parsing, range checks,
+  /// suggestions and completion come from the declaration).
+  struct Options: OptionGroup {
+    let output = Option<String?>.text(
+      "output", short: "o", valueName: "dir", help: "Folder for the results (created if missing).", required: true,
+      completion: .directory)
+    let jobs = Option<Int>.integer(
+      "jobs", short: "j", help: "Files processed at once.", default: WorkQueue.activeProcessorCount,
+      defaultDescription: "cores", range: 1...256)
+    let radius = Option<Double>.number(
+      "radius", valueName: "px", help: "Blur radius, as a Gaussian sigma.", default: TiltShiftParameters.defaultRadius,
+      range: 0...TiltShiftParameters.maximumRadius)
+    let band = Option<ClosedRange<Double>>.custom(
+      "band", valueName: "a-b", help: "Sharp band as fractions of height.", default: 0.35...0.65,
+      defaultDescription: "0.35-0.65", expectation: "two fractions 'a-b' with 0 ≤ a ≤ b ≤ 1",
+      parse: TiltShiftCommand.parseBand)
+    let intensity = Option<Double>.number(
+      "intensity", help: "Blur at the band edge, 0...1.", default: 0.5, range: 0...1)
+    let quality = Option<Int>.integer("quality", valueName: "q", help: "JPEG quality.", default: 90, range: 1...100)
+    let format = Option<String>.choice(
+      "format", help: "Output format.", default: "same", defaultDescription: "same as input",
+      choices: ["jpeg", "jpg", "png", "same"])
+    let suffix = Option<String>.text("suffix", help: "Appended to output names.", default: "-tiltshift")
+    let maxPixels = Option<Int>.integer(
+      "max-pixels", help: "Refuse images with more pixels.", default: Int(Int32.max) * 4,
+      defaultDescription: "whatever fits --memory", range: 1...Int(Int32.max) * 4)
+    let memory = Option<Int>.custom(
+      "memory", valueName: "size", help: "Memory budget for images in flight, e.g. 2G, 512M.",
+      default: BatchConfiguration.defaultMemoryBudget, defaultDescription: "half of RAM, at most 4G",
+      expectation: "a size of at least 16M like 512M or 4G",
+      parse: { TiltShiftCommand.parseSize($0).flatMap { $0 >= 16 << 20 ? $0 : nil } })
+    let strip = Option<Bool>.flag(
+      "strip", help: "Write no metadata (profile, EXIF, XMP, IPTC, text); pixels are turned upright.")
+    let lenient = Option<Bool>.flag(
+      "lenient", help: "Accept truncated or damaged files with a warning naming the missing rows.")
+    let background = Option<BackgroundColour>.custom(
+      "background", valueName: "white|black|#rrggbb", help: "Colour transparent pixels are put on for JPEG output.",
+      default: .white, defaultDescription: "white", expectation: "white, black or #rrggbb",
+      parse: { BackgroundColour(parsing: $0) })
+    let shard = Option<Shard>.custom(
+      "shard", valueName: "K/N", help: "Process only the K-th of N slices of the sorted inputs.",
+      default: Shard(index: 1, count: 1), defaultDescription: nil, expectation: "K/N with 1 ≤ K ≤ N",
+      parse: { BatchPlan.parseShard($0).map { Shard(index: $0.index, count: $0.count) } })
+    let recursive = Option<Bool>.flag("recursive", short: "r", help: "Descend into sub-folders (mirrored under -o).")
+    let overwrite = Option<Bool>.flag("overwrite", help: "Replace existing outputs (never inputs).")
+    let quiet = Option<Bool>.flag("quiet", short: "q", help: "Print only errors and the summary.")
+    let json = Option<Bool>.flag("json", help: "Print a machine-readable JSON summary on stdout.")
+  }
+
+  /// Parses `a-b` for `--band`: two fractions with 0 ≤ a ≤ b ≤ 1.
+  @Sendable static func parseBand(_ text: String) -> ClosedRange<Double>? {
+    let parts = text.split(separator: "-", maxSplits: 1).map { Double($0) }
+    guard parts.count == 2, let low = parts[0], let high = parts[1], 0 <= low, low <= high, high <= 1 else {
+      return nil
+    }
+    return low...high
+  }
+
+  /// Everything that was parsed, for options read where they are used.
+  let arguments: ParsedArguments<Options>
+  var inputs: [String]
+  var outputFolder: String
+  var jobs: Int
+  var format: String
+  var quality: Int
+  var maxPixels: Int
+  var suffix: String
+  var shard: Shard
+  var recursive: Bool
+  var overwrite: Bool
+  var quiet: Bool
+  var json: Bool
+  var radius: Double
+  var band: ClosedRange<Double>
+  var intensity: Double
+
+  init(_ arguments: ParsedArguments<Options>) {
+    self.arguments = arguments
+    inputs = arguments.positionals
+    outputFolder = arguments[\.output] ?? ""
+    jobs = arguments[\.jobs]
+    radius = arguments[\.radius]
+    band = arguments[\.band]
+    intensity = arguments[\.intensity]
+    quality = arguments[\.quality]
+    format = arguments[\.format] == "jpg" ? "jpeg" : arguments[\.format]
+    suffix = arguments[\.suffix]
+    maxPixels = arguments[\.maxPixels]
+    shard = arguments[\.shard]
+    recursive = arguments[\.recursive]
+    overwrite = arguments[\.overwrite]
+    quiet = arguments[\.quiet]
+    json = arguments[\.json]
+  }
+
+  /// The filter's parameters, checked together.
+  var parameters: TiltShiftParameters {
+    get throws(ImageError) { try TiltShiftParameters(radius: radius, clearBand: band, innerIntensity: intensity) }
+  }
+
+  func validate() throws {
+    guard !suffix.contains("/") else { throw ValidationError("--suffix must not contain '/'") }
+    do {
+      _ = try parameters
+    } catch {
+      throw ValidationError(error.description)
+    }
+  }
+
+  func run() async throws -> Int32 {
+    let parameters = try self.parameters
     // Plan every input, then take this shard's slice, so all shards agree on collisions. Nothing is written
     // before the plan is whole.
-    let (inputs, missing) = BatchPlan.collectInputs(parsed.positionals, recursive: parsed.flag("recursive"))
+    let (inputs, missing) = BatchPlan.collectInputs(inputs, recursive: recursive)
     let plan = BatchPlan.make(
       inputs: inputs,
       outputFolder: outputFolder,
       suffix: suffix,
-      format: format == "jpg" ? "jpeg" : format,
-      overwrite: parsed.flag("overwrite")
+      format: format,
+      overwrite: overwrite
     )
     let mine = plan.decisions[BatchPlan.shardRange(total: plan.decisions.count, index: shard.index, count: shard.count)]
     var items: [BatchItem] = []
@@ -158,22 +189,24 @@ enum TiltShiftCommand {
 
     let configuration = BatchConfiguration(
       filter: TiltShiftFilter(parameters: parameters),
-      decoder: ImageDecoder(maxPixels: maxPixels, isLenient: parsed.flag("lenient")),
+      decoder: ImageDecoder(maxPixels: maxPixels, isLenient: arguments[\.lenient]),
       outputFormat: format == "same" ? nil : (format == "png" ? .png : .jpeg),
       jpegQuality: quality,
       jobs: jobs,
       bandsPerImage: WorkQueue.activeProcessorCount,
-      replaceExisting: parsed.flag("overwrite"),
-      stripsMetadata: parsed.flag("strip"),
-      background: background,
-      memoryBudget: memory
+      replaceExisting: overwrite,
+      stripsMetadata: arguments[\.strip],
+      background: arguments[\.background],
+      memoryBudget: arguments[\.memory]
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
     let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
     let monitor = InterruptMonitor(
       onInterrupt: { _ in
         progressBar.clear()
-        Terminal.error("interrupted: finishing nothing new, cancelling running files (Ctrl-C again to exit at once)")
+        if !quiet {
+          Terminal.error("interrupted: finishing nothing new, cancelling running files (Ctrl-C again to exit at once)")
+        }
         batch.cancel()
       },
       onSecondInterrupt: {
@@ -186,8 +219,8 @@ enum TiltShiftCommand {
     let start = clock.now
     let summary = await batch.run { report, progress in
       progressBar.clear()
-      if !quiet && !json || !report.succeeded {
-        Terminal.error(line(for: report))
+      if Self.prints(report, quiet: quiet || json) {
+        Terminal.error(Self.line(for: report))
       }
       for warning in report.warnings {
         Terminal.error(Terminal.styled("warning:", .yellow, forError: true) + " \(warning)")
@@ -197,7 +230,7 @@ enum TiltShiftCommand {
     progressBar.clear()
     // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is
     // printed, must still end with status 130, not kill the process with SIGINT.
-    let seconds = (clock.now - start).seconds
+    let seconds = (clock.now - start).secondsValue
     // Anything a cancelled write left behind (there should be none) goes too.
     _ = ImageFile.removeInFlightTemporaryFiles()
 
@@ -216,6 +249,14 @@ enum TiltShiftCommand {
     }
     if interrupted { return 130 }
     return rejected.isEmpty && summary.progress.failed == 0 ? 0 : 1
+  }
+
+  /// Whether a file's report gets a line of its own on standard error: always for an error; with `--quiet`
+  /// (or `--json`) never for a success nor for a file cancelled by Ctrl-C, which the summary counts.
+  static func prints(_ report: FileReport, quiet: Bool) -> Bool {
+    guard quiet else { return true }
+    if case .failed = report.outcome { return true }
+    return false
   }
 
   static func line(for report: FileReport) -> String {

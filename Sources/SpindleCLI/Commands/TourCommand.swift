@@ -1,18 +1,32 @@
 import Dispatch
 import Foundation
 import Spindle
-import SpindleBenchmarks
 import Synchronization
 
 /// `spindle tour [PAGE]`: the playground's pages as short narrated scenarios that run on Linux.
-enum TourCommand {
-  static let spec = CommandSpec(
-    name: "spindle tour",
+struct TourCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    name: "tour",
     abstract: "Walk through the concurrency playground's pages as runnable scenarios.",
     discussion: "Without PAGE every page runs in order. Pages: \(pages.map(\.name).joined(separator: ", ")).",
-    positionals: [("page", "One page to run (see --list).", false, true)],
-    options: [OptionSpec(name: "list", help: "List the pages and exit.")]
+    positionals: [
+      Positional(
+        name: "page", help: "One page to run, by name or number (see --list).", optional: true,
+        completion: .choices(pages.map(\.name)))
+    ]
   )
+
+  struct Options: OptionGroup {
+    let list = Option<Bool>.flag("list", help: "List the pages and exit.")
+  }
+
+  var list: Bool
+  var page: String?
+
+  init(_ arguments: ParsedArguments<Options>) {
+    list = arguments[\.list]
+    page = arguments.positionals.first
+  }
 
   struct Page: Sendable {
     var name: String
@@ -31,30 +45,38 @@ enum TourCommand {
     Page(name: "barrier", title: "Barriers: torn state vs Isolated", run: barrier),
   ]
 
-  static func run(_ arguments: [String]) throws -> Int32 {
-    let parsed = try spec.parse(arguments)
-    if parsed.flag("help") {
-      Terminal.out(spec.help)
-      return 0
+  /// The pages to run: the one named (by name or 1-based number), or all of them.
+  var selected: [Page]? {
+    guard let page else { return Self.pages }
+    if let found = Self.pages.first(where: { $0.name == page }) { return [found] }
+    if let number = Int(page), Self.pages.indices.contains(number - 1) { return [Self.pages[number - 1]] }
+    return nil
+  }
+
+  func validate() throws {
+    guard let page, selected == nil else { return }
+    let names = Self.pages.map(\.name)
+    var message = "no tour page '\(page)' (pages: \(names.joined(separator: ", ")))"
+    if let near = Suggestion.nearest(to: page, among: names) { message += "; did you mean '\(near)'?" }
+    throw ValidationError(message)
+  }
+
+  func run() async throws -> Int32 {
+    // The tour's pages block while they wait, as the playground did: give them a thread of their own,
+    // not one of Swift's few cooperative threads.
+    try await withCheckedThrowingContinuation { continuation in
+      Thread.detachNewThread { continuation.resume(with: Result { try self.runBlocking() }) }
     }
-    if parsed.flag("list") {
-      for (index, page) in pages.enumerated() {
+  }
+
+  private func runBlocking() throws -> Int32 {
+    if list {
+      for (index, page) in Self.pages.enumerated() {
         Terminal.out("\(index + 1). \(page.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(page.title)")
       }
       return 0
     }
-    var selected = pages
-    if let name = parsed.positionals.first {
-      guard
-        let page = pages.first(where: { $0.name == name })
-          ?? Int(name).flatMap({ pages.indices.contains($0 - 1) ? pages[$0 - 1] : nil })
-      else {
-        throw UsageError(
-          message: "no tour page '\(name)' (pages: \(pages.map(\.name).joined(separator: ", ")))", usage: spec.usage)
-      }
-      selected = [page]
-    }
-    for page in selected {
+    for page in selected ?? [] {
       Terminal.out("\n" + Terminal.styled("── \(page.title) (\(page.name)) ──", .bold))
       try page.run()
     }
@@ -75,6 +97,6 @@ enum TourCommand {
   static func time(_ body: () throws -> Void) rethrows -> Double {
     let start = ContinuousClock.now
     try body()
-    return (ContinuousClock.now - start).seconds
+    return (ContinuousClock.now - start).secondsValue
   }
 }

@@ -1,38 +1,69 @@
 import Dispatch
 import Foundation
 import Spindle
-import SpindleBenchmarks
 import TiltShift
 
 /// `spindle demo`: the main job. Makes sample photos, runs the tilt-shift pipeline serially and
 /// concurrently on Spindle's WorkQueue, and reports what happened.
-enum DemoCommand {
-  static let spec = CommandSpec(
-    name: "spindle demo",
+struct DemoCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    name: "demo",
     abstract: "Make sample photos and run the tilt-shift pipeline on them, serially then concurrently.",
     discussion: """
       Needs no files: the photos are drawn procedurally. Each photo is decoded, filtered and encoded as three
       dependent Work items on Spindle's WorkQueue. The serial run uses one file and one thread at a time; the
       concurrent run uses every core, both across files and inside each filter.
-      """,
-    options: [
-      OptionSpec(name: "output", short: "o", valueName: "dir", help: "Where to write (default ./spindle-demo-output)."),
-      OptionSpec(name: "count", valueName: "n", help: "How many sample photos (default 6)."),
-      OptionSpec(name: "size", valueName: "WxH", help: "Photo size in pixels (default 2400x1600)."),
-      OptionSpec(name: "jobs", short: "j", valueName: "n", help: "Width of the concurrent run (default: cores)."),
-    ]
+      """
   )
 
-  static func run(_ arguments: [String]) async throws -> Int32 {
-    let parsed = try spec.parse(arguments)
-    if parsed.flag("help") {
-      Terminal.out(spec.help)
-      return 0
+  /// A photo size, `WxH`.
+  struct Size: Sendable, Equatable {
+    var width: Int
+    var height: Int
+
+    init(width: Int, height: Int) {
+      self.width = width
+      self.height = height
     }
-    let count = try parsed.int("count", default: 6, range: 1...200)
-    let jobs = try parsed.int("jobs", default: WorkQueue.activeProcessorCount, range: 1...256)
-    let (width, height) = try parseSize(parsed.string("size") ?? "2400x1600", usage: spec.usage)
-    let root = parsed.string("output") ?? "spindle-demo-output"
+
+    /// Parses `WxH` with both sides from 16 to 20000.
+    init?(_ text: String) {
+      let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+      guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), (16...20000).contains(width),
+        (16...20000).contains(height)
+      else { return nil }
+      self.width = width
+      self.height = height
+    }
+  }
+
+  struct Options: OptionGroup {
+    let output = Option<String>.text(
+      "output", short: "o", valueName: "dir", help: "Where to write.", default: "spindle-demo-output",
+      completion: .directory)
+    let count = Option<Int>.integer("count", help: "How many sample photos.", default: 6, range: 1...200)
+    let size = Option<Size>.custom(
+      "size", valueName: "WxH", help: "Photo size in pixels.", default: Size(width: 2400, height: 1600),
+      defaultDescription: "2400x1600", expectation: "WxH with sides from 16 to 20000", parse: Size.init)
+    let jobs = Option<Int>.integer(
+      "jobs", short: "j", help: "Width of the concurrent run.", default: WorkQueue.activeProcessorCount,
+      defaultDescription: "cores", range: 1...256)
+  }
+
+  var output: String
+  var count: Int
+  var size: Size
+  var jobs: Int
+
+  init(_ arguments: ParsedArguments<Options>) {
+    output = arguments[\.output]
+    count = arguments[\.count]
+    size = arguments[\.size]
+    jobs = arguments[\.jobs]
+  }
+
+  func run() async throws -> Int32 {
+    let (count, jobs, width, height, root) = (count, jobs, size.width, size.height, output)
     let folders = ["inputs", "serial", "concurrent"].map { (root as NSString).appendingPathComponent($0) }
     for folder in folders {
       do {
@@ -63,7 +94,7 @@ enum DemoCommand {
     var inputBytes = 0
     for work in made { inputBytes += try await work.value }
     Terminal.out(
-      "  made \(count) photos (\(Format.bytes(inputBytes)) of JPEG) in \(Format.seconds((clock.now - start).seconds)) → \(folders[0])/"
+      "  made \(count) photos (\(Format.bytes(inputBytes)) of JPEG) in \(Format.seconds((clock.now - start).secondsValue)) → \(folders[0])/"
     )
 
     // 2. The same batch twice.
@@ -80,15 +111,15 @@ enum DemoCommand {
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
       let summary = await run.run()
-      return (summary, (clock.now - start).seconds)
+      return (summary, (clock.now - start).secondsValue)
     }
     let (serial, serialSeconds) = await batch(into: folders[1], configuration: .serial())
-    report("serial", "1 file at a time, 1 thread per filter", serial, serialSeconds)
+    Self.report("serial", "1 file at a time, 1 thread per filter", serial, serialSeconds)
     let (concurrent, concurrentSeconds) = await batch(
       into: folders[2],
       configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)
     )
-    report("concurrent", "\(jobs) files at a time, \(cores) bands per filter", concurrent, concurrentSeconds)
+    Self.report("concurrent", "\(jobs) files at a time, \(cores) bands per filter", concurrent, concurrentSeconds)
 
     let failures = (serial.reports + concurrent.reports).filter { !$0.succeeded }
     for failure in failures {
@@ -124,15 +155,5 @@ enum DemoCommand {
       "             stage time: decode \(Format.seconds(stages.decode)), filter \(Format.seconds(stages.filter)), "
         + "encode+write \(Format.seconds(stages.encode))"
     )
-  }
-
-  static func parseSize(_ text: String, usage: String) throws -> (Int, Int) {
-    let parts = text.lowercased().split(separator: "x")
-    guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...20000).contains(w),
-      (16...20000).contains(h)
-    else {
-      throw UsageError(message: "--size expects WxH with sides from 16 to 20000, got '\(text)'", usage: usage)
-    }
-    return (w, h)
   }
 }

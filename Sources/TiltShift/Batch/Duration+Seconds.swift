@@ -1,6 +1,0 @@
-extension Duration {
-  var secondsValue: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
-  }
-}

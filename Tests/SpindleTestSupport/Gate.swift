@@ -1,0 +1,24 @@
+import Dispatch
+
+/// A gate a body blocks on until the test opens it; every wait is bounded, so a bug cannot hang the suite.
+///
+/// ```swift
+/// let gate = Gate()
+/// queue.add { gate.wait() }
+/// gate.open()
+/// ```
+package final class Gate: Sendable {
+  private let semaphore = DispatchSemaphore(value: 0)
+
+  package init() {}
+
+  /// Lets `count` waits through (one each).
+  package func open(_ count: Int = 1) {
+    for _ in 0..<count { semaphore.signal() }
+  }
+
+  /// Blocks until opened, at most `seconds`; returns false when it timed out. Call it off the cooperative pool
+  /// (from a Dispatch block, a thread, or `await offPool { gate.wait() }`).
+  @discardableResult
+  package func wait(seconds: Double = 10) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+}

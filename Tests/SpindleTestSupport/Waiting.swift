@@ -1,0 +1,44 @@
+import Foundation
+
+/// Runs a blocking `body` (a semaphore, a gate, a drain) on a thread of its own and suspends until it returns.
+///
+/// Never block a task instead (`await offPool { gate.wait() }`): the cooperative pool has one thread per core,
+/// and two tests blocking it while waiting for async work that needs it deadlock each other.
+@discardableResult
+package func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    Thread.detachNewThread { continuation.resume(returning: body()) }
+  }
+}
+
+/// Polls `condition` from async code until it holds or `seconds` pass, sleeping a millisecond in between.
+///
+/// For effects that trail the event a test waits for (a release after a Task or a Dispatch block lets go of its
+/// closure, a waiter registering with a semaphore). Returns whether the condition held. The default bound is
+/// generous because, when every suite of the package runs in parallel, blocking tests can hold the two-thread
+/// cooperative pool for many seconds; a correct implementation returns as soon as the condition holds.
+package func eventually(within seconds: Double = 90, _ condition: () -> Bool) async -> Bool {
+  let deadline = ContinuousClock.now + .seconds(seconds)
+  while ContinuousClock.now < deadline {
+    if condition() { return true }
+    try? await Task.sleep(for: .milliseconds(1))
+  }
+  return condition()
+}
+
+/// ``eventually(within:_:)-async`` with the shorter bound the Foundation tests use.
+package func eventuallyAsync(within seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+  await eventually(within: seconds, condition)
+}
+
+/// Polls `condition` from synchronous code (a thread that may block), at most `seconds`.
+///
+/// From async code use the `async` overload, which suspends instead of sleeping the thread.
+package func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+  let deadline = ContinuousClock.now + .seconds(seconds)
+  while ContinuousClock.now < deadline {
+    if condition() { return true }
+    usleep(1_000)
+  }
+  return condition()
+}

@@ -1,0 +1,90 @@
+import Dispatch
+import Spindle
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The README's examples, verbatim between the `README:` markers (SpindleCLITests' ReadmeTests checks that every
+/// example of the README appears in a test like these), each followed by what it must produce.
+@Suite struct ReadmeExampleTests {
+  @Test func workGraphs() async throws {
+    // README: work graphs
+    let queue = WorkQueue(name: "words", maxConcurrent: 2)
+    let load = queue.add(name: "load") { "the quick brown fox jumps" }
+    let words = queue.add(name: "split", after: load) { text in text.split(separator: " ").map(String.init) }
+    let count = queue.add(name: "count", after: words) { words in words.count }
+    let longest = queue.add(name: "longest", after: words) { words in words.max { $0.count < $1.count } ?? "" }
+    let report = queue.add(after: count, longest) { count, longest in "\(count) words, longest: \(longest)" }
+    let fetched = queue.add { () async throws -> Int in 42 }  // async bodies hold their slot until they return
+    let broken = queue.add { () throws -> Int in throw CancellationError() }
+    let skipped = queue.add(after: broken) { value in value + 1 }  // never runs: its input failed
+    let summary = try await report.value  // "5 words, longest: quick"
+    await queue.allFinished()
+    // END README
+    #expect(summary == "5 words, longest: quick")
+    #expect(try await fetched.value == 42)
+    await #expect(throws: CancellationError.self) { try await skipped.value }
+  }
+
+  @Test func identifiableQueues() throws {
+    // README: identifiable queues
+    let db = IDQ(label: "com.example.db")
+    let cache = IDQ(label: "com.example.cache")
+    let nested = db.sync { db.sync { "inline, no deadlock" } }  // plain DispatchQueue.sync would hang
+    let stillOnDB = db.sync { cache.sync { IDQ.currentQueueIs(db) } }  // true: db is on the calling chain
+    let label = db.sync { IDQ.currentLabel }  // "com.example.db"
+    let cycle = Result { try db.sync { try cache.sync { try db.syncChecked { 1 } } } }
+    // cycle is .failure(DeadlockError): 'com.example.db' → 'com.example.cache' → 'com.example.db'
+    // END README
+    #expect(nested == "inline, no deadlock")
+    #expect(stillOnDB)
+    #expect(label == "com.example.db")
+    #expect(throws: DeadlockError.self) { try cycle.get() }
+  }
+
+  @Test func blockingWork() async throws {
+    // README: blocking work
+    let thumbnails = ConcurrentActionExecutor<Int, String>(maxInFlight: 2) { size in
+      usleep(10_000)  // blocking is fine: actions run on BlockingExecutor's threads, not the cooperative pool
+      return "\(size)px"
+    }
+    let one = await thumbnails.execute(128)  // "128px"
+    let many = try await [64, 128, 256].concurrentMap(maxConcurrent: 3) { await thumbnails.execute($0) }
+    let delivered = await withCheckedContinuation { continuation in
+      thumbnails.execute(512) { continuation.resume(returning: $0) }  // the completion form
+    }
+    // END README
+    #expect(one == "128px")
+    #expect(many == ["64px", "128px", "256px"])
+    #expect(delivered == "512px")
+  }
+
+  @Test func sharedState() async throws {
+    // README: shared state
+    struct Person: Sendable {
+      var first: String
+      var last: String
+    }
+    let person = Isolated(Person(first: "Anna", last: "Adams"))
+    person.write {
+      $0.first = "Brian"
+      $0.last = "Biggles"
+    }  // no reader ever sees "Brian Adams"
+    let name = person.read { "\($0.first) \($0.last)" }  // "Brian Biggles"
+    let permits = AsyncSemaphore(value: 2)
+    await permits.wait()
+    permits.signal()
+    let squares = try await (1...5).concurrentMap(maxConcurrent: 2) { $0 * $0 }  // [1, 4, 9, 16, 25], in order
+    let group = DispatchGroup()
+    let lease = group.enter { lease in DispatchQueue.global().async { lease.leave() } }
+    lease.leave()  // a second leave is counted as redundant, never unbalances the group
+    await group.wait()
+    // END README
+    #expect(name == "Brian Biggles")
+    #expect(permits.availablePermits == 2)
+    #expect(squares == [1, 4, 9, 16, 25])
+    #expect(await eventually { lease.redundantLeaves == 1 })
+  }
+}
