@@ -10,7 +10,7 @@ import Synchronization
 /// each item to a running queue, so the graph runs while it is built. `Scripts/bench-engine-peers.sh` runs
 /// this suite beside a oneTBB flow-graph program on the same four workloads (the same random DAG) and
 /// prints the ratios.
-public let engineBenchmarkSuite = BenchmarkSuite(
+package let engineBenchmarkSuite = BenchmarkSuite(
   name: "engine",
   summary: "WorkQueue engine at width 2: independent, chain, fan-in, random DAG; async, callback bodies; peak threads"
 ) { options in

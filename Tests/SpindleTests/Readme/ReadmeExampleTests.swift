@@ -21,7 +21,7 @@ import Testing
     let broken = queue.add { () throws -> Int in throw CancellationError() }
     let skipped = queue.add(after: broken) { value in value + 1 }  // never runs: its input failed
     let summary = try await report.value  // "5 words, longest: quick"
-    await queue.allFinished()
+    try await queue.allFinished()
     // END README
     #expect(summary == "5 words, longest: quick")
     #expect(try await fetched.value == 42)
