@@ -182,19 +182,17 @@ private func runBlockingThread(_ argument: UnsafeMutableRawPointer) {
   context.executor.runLoop()
 }
 
-/// The job queue of a ``BlockingExecutor``: a ring of jobs, a mutex and a condition variable.
+/// The job queue of a ``BlockingExecutor``: a ``RingBuffer`` of jobs, a mutex and a condition variable.
 ///
 /// A thread that runs out of work first spins for a few microseconds (yielding the CPU each time)
 /// before it sleeps on the condition variable: a caller that hops to the executor and back, call
 /// after call, then finds a thread awake instead of paying a futex wake-up per call.
 // Every mutable field is read and written only while `mutex` is held; `pending` is an atomic copy
-// of `count` that spinning threads read without the lock.
+// of `jobs.count` that spinning threads read without the lock.
 final class BlockingExecutorState: @unchecked Sendable {
   private let mutex: UnsafeMutablePointer<pthread_mutex_t>
   private let condition: UnsafeMutablePointer<pthread_cond_t>
-  private var jobs: [UnownedJob?] = Array(repeating: nil, count: 64)
-  private var head = 0
-  private var count = 0
+  private var jobs = RingBuffer<UnownedJob>()
   private var stopped = false
   private var live = 0
   private var idle = 0
@@ -230,11 +228,9 @@ final class BlockingExecutorState: @unchecked Sendable {
   func push(_ job: UnownedJob) -> Bool {
     let (accepted, wake) = withLock { () -> (Bool, Bool) in
       if stopped { return (false, false) }
-      if count == jobs.count { grow() }
-      jobs[(head + count) % jobs.count] = job
-      count += 1
-      pending.store(count, ordering: .relaxed)
-      return (true, idle > 0 && count > spinning)
+      jobs.append(job)
+      pending.store(jobs.count, ordering: .relaxed)
+      return (true, idle > 0 && jobs.count > spinning)
     }
     if wake { pthread_cond_signal(condition) }
     return accepted
@@ -243,24 +239,20 @@ final class BlockingExecutorState: @unchecked Sendable {
   /// Waits for the next job; nil once the executor is shut down and the queue is empty.
   func pop() -> UnownedJob? {
     withLock {
-      if count == 0 && !stopped {
+      if jobs.isEmpty && !stopped {
         spinning += 1
         pthread_mutex_unlock(mutex)
         spinUntilPending()
         pthread_mutex_lock(mutex)
         spinning -= 1
       }
-      while count == 0 && !stopped {
+      while jobs.isEmpty && !stopped {
         idle += 1
         pthread_cond_wait(condition, mutex)
         idle -= 1
       }
-      guard count > 0 else { return nil }
-      let job = jobs[head]
-      jobs[head] = nil
-      head = (head + 1) % jobs.count
-      count -= 1
-      pending.store(count, ordering: .relaxed)
+      guard let job = jobs.popFirst() else { return nil }
+      pending.store(jobs.count, ordering: .relaxed)
       return job
     }
   }
@@ -281,17 +273,8 @@ final class BlockingExecutorState: @unchecked Sendable {
   var isShutdown: Bool { withLock { stopped } }
   var liveThreads: Int { withLock { live } }
   var idleThreads: Int { withLock { idle } }
-  var queuedJobs: Int { withLock { count } }
+  var queuedJobs: Int { withLock { jobs.count } }
 
   func threadStarted() { withLock { live += 1 } }
   func threadExited() { withLock { live -= 1 } }
-
-  private func grow() {
-    var larger: [UnownedJob?] = Array(repeating: nil, count: jobs.count * 2)
-    for offset in 0..<count {
-      larger[offset] = jobs[(head + offset) % jobs.count]
-    }
-    jobs = larger
-    head = 0
-  }
 }
