@@ -23,7 +23,7 @@ public final class AsyncSemaphore: Sendable {
   /// A waiter registers by decrementing it; a result above zero before the decrement means it holds a permit
   /// without taking the lock. A signal increments it; a negative value before the increment means a waiter is
   /// registered, and the signal takes the lock to hand the permit over (see ``State/handOff()``).
-  private let count: Atomic<Int>
+  @usableFromInline let count: Atomic<Int>
   private let state: TSanVisibleMutex<State>
 
   /// What `count` is set to once the semaphore failed: so negative that every later call takes the lock.
@@ -58,13 +58,16 @@ public final class AsyncSemaphore: Sendable {
   /// `DispatchSemaphore.wait()`, this ignores cancellation: it returns only once it holds a permit, so
   /// every call must be balanced by ``signal()``. Use ``waitUnlessCancelled()`` in work that should stop
   /// waiting when cancelled.
+  @inlinable
   nonisolated(nonsending) public func wait() async {
+    // Inlined into the caller: an uncontended wait is one atomic decrement, with no call and no async frame.
     if count.subtract(1, ordering: .acquiringAndReleasing).oldValue > 0 { return }
     await waitForHandOff()
   }
 
   /// The slow path of ``wait()``: the caller registered; suspends until a signal hands it a permit.
-  nonisolated(nonsending) private func waitForHandOff() async {
+  @usableFromInline
+  nonisolated(nonsending) func waitForHandOff() async {
     // The only failure is `.destroyed`, impossible while this call keeps `self` alive.
     try? await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
       let outcome = state.withLock { $0.enqueue(continuation, cancelled: false) }
@@ -85,18 +88,24 @@ public final class AsyncSemaphore: Sendable {
   ///
   /// - Throws: `CancellationError` if the task is cancelled; ``AsyncSemaphoreError/destroyed`` if the
   ///   semaphore is deallocated while waiting.
+  @inlinable
   nonisolated(nonsending) public func waitUnlessCancelled() async throws {
-    if Task.isCancelled {
-      if let failure = state.withLock({ $0.failure }) { throw failure }
-      throw CancellationError()
-    }
+    if Task.isCancelled { try throwCancelledOrFailed() }
     if count.subtract(1, ordering: .acquiringAndReleasing).oldValue > 0 { return }
     try await waitForHandOffUnlessCancelled()
   }
 
+  /// Throws the semaphore's failure if it failed, else `CancellationError`.
+  @usableFromInline
+  func throwCancelledOrFailed() throws {
+    if let failure = state.withLock({ $0.failure }) { throw failure }
+    throw CancellationError()
+  }
+
   /// The slow path of ``waitUnlessCancelled()``: the caller registered; suspends until a signal hands it a permit
   /// or the task is cancelled.
-  nonisolated(nonsending) private func waitForHandOffUnlessCancelled() async throws {
+  @usableFromInline
+  nonisolated(nonsending) func waitForHandOffUnlessCancelled() async throws {
     // Written and read only under `state`'s lock: the ticket of the queued waiter, for the cancellation handler.
     nonisolated(unsafe) var ticket: State.Ticket?
     try await withTaskCancellationHandler {
@@ -160,8 +169,17 @@ public final class AsyncSemaphore: Sendable {
   ///
   /// Signalling more often than waiting raises the count above the initial value, as with
   /// `DispatchSemaphore`.
+  @inlinable
   public func signal() {
-    while count.add(1, ordering: .acquiringAndReleasing).oldValue < 0 {
+    // Inlined into the caller: with nobody registered, a signal is one atomic increment.
+    if count.add(1, ordering: .acquiringAndReleasing).oldValue >= 0 { return }
+    handOffAfterSignal()
+  }
+
+  /// The slow path of ``signal()``: `count` was negative, so a waiter registered; hand it the permit.
+  @usableFromInline
+  func handOffAfterSignal() {
+    repeat {
       switch state.withLock({ $0.handOff() }) {
       case .resume(let waiter):
         waiter.resume()
@@ -171,7 +189,7 @@ public final class AsyncSemaphore: Sendable {
       case .retry:
         continue
       }
-    }
+    } while count.add(1, ordering: .acquiringAndReleasing).oldValue < 0
   }
 
   /// Runs `body` holding a permit and returns its result; the permit is returned on every exit path.
