@@ -16,94 +16,74 @@ package let executorBenchmarkSuite = BenchmarkSuite(
   let sequential = "\(calls) calls, one at a time (async)"
   let onBlocking = ConcurrentActionExecutor<Int, Int> { $0 &+ 1 }
   let onPool = ConcurrentActionExecutor<Int, Int>(executor: globalConcurrentExecutor) { $0 &+ 1 }
-  report.results.append(
-    BenchmarkResult(
-      scenario: sequential,
-      contender: "await Task { }.value",
-      sample: await measureAsync(runs: runs) {
-        var sum = 0
-        for index in 0..<calls { sum &+= await Task { index &+ 1 }.value }
-        blackHole(sum)
-      },
-      items: calls,
-      isBaseline: true
-    ))
-  report.results.append(
-    BenchmarkResult(
-      scenario: sequential,
-      contender: "DispatchQueue.global().async + continuation",
-      sample: await measureAsync(runs: runs) {
-        var sum = 0
-        for index in 0..<calls {
-          sum &+= await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: index &+ 1) }
-          }
+  report.results += await interleavedRows(
+    scenario: sequential,
+    runs: runs,
+    items: calls,
+    [
+      (
+        "await Task { }.value",
+        {
+          var sum = 0
+          for index in 0..<calls { sum &+= await Task { index &+ 1 }.value }
+          blackHole(sum)
         }
-        blackHole(sum)
-      },
-      items: calls
-    ))
-  report.results.append(
-    BenchmarkResult(
-      scenario: sequential,
-      contender: "executor.execute(_:) async, BlockingExecutor",
-      sample: await measureAsync(runs: runs) {
-        var sum = 0
-        for index in 0..<calls { sum &+= await onBlocking.execute(index) }
-        blackHole(sum)
-      },
-      items: calls
-    ))
-  report.results.append(
-    BenchmarkResult(
-      scenario: sequential,
-      contender: "executor.execute(_:) async, cooperative pool",
-      sample: await measureAsync(runs: runs) {
-        var sum = 0
-        for index in 0..<calls { sum &+= await onPool.execute(index) }
-        blackHole(sum)
-      },
-      items: calls
-    ))
+      ),
+      (
+        "DispatchQueue.global().async + continuation",
+        {
+          var sum = 0
+          for index in 0..<calls {
+            sum &+= await withCheckedContinuation { continuation in
+              DispatchQueue.global().async { continuation.resume(returning: index &+ 1) }
+            }
+          }
+          blackHole(sum)
+        }
+      ),
+      (
+        "executor.execute(_:) async, BlockingExecutor",
+        {
+          var sum = 0
+          for index in 0..<calls { sum &+= await onBlocking.execute(index) }
+          blackHole(sum)
+        }
+      ),
+      (
+        "executor.execute(_:) async, cooperative pool",
+        {
+          var sum = 0
+          for index in 0..<calls { sum &+= await onPool.execute(index) }
+          blackHole(sum)
+        }
+      ),
+    ]
+  )
 
   // Many callers at once, each making async calls one after another.
   let callers = 8
   let concurrent = "\(calls) calls from \(callers) concurrent tasks (async)"
-  report.results.append(
-    BenchmarkResult(
-      scenario: concurrent,
-      contender: "await Task { }.value",
-      sample: await measureAsync(runs: runs) {
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<callers {
-            group.addTask {
-              var sum = 0
-              for index in 0..<(calls / callers) { sum &+= await Task { index &+ 1 }.value }
-              blackHole(sum)
-            }
-          }
+  func fromCallers(_ call: @escaping @Sendable (Int) async -> Int) async {
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<callers {
+        group.addTask {
+          var sum = 0
+          for index in 0..<(calls / callers) { sum &+= await call(index) }
+          blackHole(sum)
         }
-      },
-      items: calls,
-      isBaseline: true
-    ))
-  report.results.append(
-    BenchmarkResult(
-      scenario: concurrent,
-      contender: "executor.execute(_:) async, BlockingExecutor",
-      sample: await measureAsync(runs: runs) {
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<callers {
-            group.addTask {
-              var sum = 0
-              for index in 0..<(calls / callers) { sum &+= await onBlocking.execute(index) }
-              blackHole(sum)
-            }
-          }
-        }
-      },
-      items: calls
-    ))
+      }
+    }
+  }
+  report.results += await interleavedRows(
+    scenario: concurrent,
+    runs: runs,
+    items: calls,
+    [
+      ("await Task { }.value", { await fromCallers { index in await Task { index &+ 1 }.value } }),
+      ("executor.execute(_:) async, BlockingExecutor", { await fromCallers { await onBlocking.execute($0) } }),
+      ("executor.execute(_:) async, cooperative pool", { await fromCallers { await onPool.execute($0) } }),
+    ]
+  )
 
   // Fire-and-forget: start every call, then wait for all completions.
   let fanOut = "\(calls) calls started at once (completion)"
@@ -209,4 +189,35 @@ private final class Counter: Sendable {
   private let total = Atomic<Int>(0)
   func add(_ amount: Int) { total.add(amount, ordering: .relaxed) }
   var value: Int { total.load(ordering: .relaxed) }
+}
+
+/// Measures the contenders one run of each per round, so that load from other processes hits all alike; the first is
+/// the baseline, and each other row's note gives the median of its per-round ratios to it.
+private func interleavedRows(
+  scenario: String,
+  runs: Int,
+  items: Int,
+  _ contenders: [(name: String, body: () async -> Void)]
+) async -> [BenchmarkResult] {
+  let clock = ContinuousClock()
+  for contender in contenders { await contender.body() }  // warm-up
+  var seconds = Array(repeating: [Double](), count: contenders.count)
+  for _ in 0..<runs {
+    for (index, contender) in contenders.enumerated() {
+      let start = clock.now
+      await contender.body()
+      seconds[index].append((clock.now - start).seconds)
+    }
+  }
+  return contenders.indices.map { index in
+    let ratio = Sample(zip(seconds[index], seconds[0]).map { $0 / $1 }).median
+    return BenchmarkResult(
+      scenario: scenario,
+      contender: contenders[index].name,
+      sample: Sample(seconds[index]),
+      items: items,
+      isBaseline: index == 0,
+      note: index == 0 ? "runs interleaved" : "per-round ratio " + String(format: "%.2fx", ratio)
+    )
+  }
 }

@@ -332,10 +332,8 @@ private func taskGraph(_ graph: RandomGraph) async {
 /// glibc's malloc to give freed memory back to the system so earlier runs do not hide new allocations.
 private func residentBytes() -> Int {
   #if canImport(Glibc)
-    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") {
-      typealias Trim = @convention(c) (Int) -> Int32
-      _ = unsafeBitCast(symbol, to: Trim.self)(0)
-    }
+    typealias Trim = @convention(c) (Int) -> Int32
+    if let trim = Platform.lookUpFunction("malloc_trim", as: Trim.self) { _ = trim(0) }
   #endif
   guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
   let fields = text.split(separator: " ")

@@ -40,7 +40,7 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   /// `async` calls run the action at the caller's own priority (they are structured: no new task).
   public let priority: TaskPriority
 
-  let settings: ExecutionSettings
+  let core: ActionExecutorCore
 
   /// Creates an executor for `action`.
   ///
@@ -62,7 +62,7 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   ) {
     self.action = action
     self.priority = priority
-    self.settings = ExecutionSettings(
+    self.core = ActionExecutorCore(
       executor: executor,
       priority: priority,
       maxInFlight: maxInFlight,
@@ -90,11 +90,11 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   }
 
   /// Where the action runs.
-  public var executor: any TaskExecutor { settings.executor }
+  public var executor: any TaskExecutor { core.executor }
   /// The most actions running at once, or `nil` for no bound.
-  public var maxInFlight: Int? { settings.limit?.limit }
+  public var maxInFlight: Int? { core.maxInFlight }
   /// Where plain completions run, or `nil` for the thread that ran the action.
-  public var outputQueue: DispatchQueue? { settings.outputQueue }
+  public var outputQueue: DispatchQueue? { core.outputQueue }
 
   // MARK: - Completion
 
@@ -106,13 +106,8 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   @discardableResult
   public func execute(_ input: Input, completion: @escaping ActionOutputCompletion) -> ActionExecution {
     let action = action
-    let settings = settings
-    return settings.start {
-      guard await settings.acquireUnlessCancelled() else { return }
-      let output = action(input)
-      settings.release()
-      settings.deliver(output, to: completion)
-    }
+    let core = core
+    return core.start({ action(input) }, deliver: { core.deliver($0, to: completion) }, skipped: {})
   }
 
   /// Runs the action in the background, then calls `completion` with the output (for `Input == Void`).
@@ -132,13 +127,7 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
     completion: @escaping @MainActor (Output) -> Void
   ) -> ActionExecution {
     let action = action
-    let settings = settings
-    return settings.start {
-      guard await settings.acquireUnlessCancelled() else { return }
-      let output = action(input)
-      settings.release()
-      await completion(output)
-    }
+    return core.start({ action(input) }, deliver: { await completion($0) }, skipped: {})
   }
 
   /// Runs the action in the background, then calls `completion` on the main actor (for `Input == Void`).
@@ -158,7 +147,7 @@ public final class ConcurrentActionExecutor<Input: Sendable, Output: Sendable>: 
   /// (`Task.isCancelled`). The action always runs — it must produce an `Output` — even if the caller
   /// is cancelled while waiting for a `maxInFlight` slot.
   public func execute(_ input: Input) async -> Output {
-    await settings.run { action(input) }
+    await core.run { action(input) }
   }
 
   /// Runs the action on ``executor`` and returns its output (for `Input == Void`).

@@ -28,7 +28,7 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   /// The priority of the tasks started by completion-style calls.
   public let priority: TaskPriority
 
-  let settings: ExecutionSettings
+  let core: ActionExecutorCore
 
   /// Creates an executor for a throwing `action`.
   ///
@@ -44,7 +44,7 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   ) {
     self.action = action
     self.priority = priority
-    self.settings = ExecutionSettings(
+    self.core = ActionExecutorCore(
       executor: executor,
       priority: priority,
       maxInFlight: maxInFlight,
@@ -70,11 +70,11 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   }
 
   /// Where the action runs.
-  public var executor: any TaskExecutor { settings.executor }
+  public var executor: any TaskExecutor { core.executor }
   /// The most actions running at once, or `nil` for no bound.
-  public var maxInFlight: Int? { settings.limit?.limit }
+  public var maxInFlight: Int? { core.maxInFlight }
   /// Where plain completions run, or `nil` for the thread that ran the action.
-  public var outputQueue: DispatchQueue? { settings.outputQueue }
+  public var outputQueue: DispatchQueue? { core.outputQueue }
 
   // MARK: - Completion
 
@@ -85,11 +85,12 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   @discardableResult
   public func execute(_ input: Input, completion: @escaping ActionResultCompletion) -> ActionExecution {
     let action = action
-    let settings = settings
-    return settings.start {
-      let result = await Self.attempt(input, action, settings)
-      settings.deliver(result, to: completion)
-    }
+    let core = core
+    return core.start(
+      { Result { try action(input) } },
+      deliver: { core.deliver($0, to: completion) },
+      skipped: { core.deliver(.failure(CancellationError()), to: completion) }
+    )
   }
 
   /// Runs the action, then calls `completion` once with the result (for `Input == Void`).
@@ -105,11 +106,11 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
     completion: @escaping @MainActor (Result<Output, any Error>) -> Void
   ) -> ActionExecution {
     let action = action
-    let settings = settings
-    return settings.start {
-      let result = await Self.attempt(input, action, settings)
-      await completion(result)
-    }
+    return core.start(
+      { Result { try action(input) } },
+      deliver: { await completion($0) },
+      skipped: { await completion(.failure(CancellationError())) }
+    )
   }
 
   /// Runs the action, then calls `completion` once on the main actor (for `Input == Void`).
@@ -128,7 +129,7 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   /// action starts (including while waiting for a `maxInFlight` slot); once it runs, the action sees
   /// the caller's cancellation through `Task.isCancelled`.
   public func execute(_ input: Input) async throws -> Output {
-    try await settings.runThrowing { try action(input) }
+    try await core.runThrowing { try action(input) }
   }
 
   /// Runs the action within the calling task and returns or rethrows (for `Input == Void`).
@@ -146,15 +147,5 @@ public final class ThrowingConcurrentActionExecutor<Input: Sendable, Output: Sen
   @MainActor
   public func executeAndDeliverOnMain() async throws -> Output where Input == Void {
     try await execute(())
-  }
-
-  private static func attempt(
-    _ input: Input,
-    _ action: Action,
-    _ settings: ExecutionSettings
-  ) async -> Result<Output, any Error> {
-    guard await settings.acquireUnlessCancelled() else { return .failure(CancellationError()) }
-    defer { settings.release() }
-    return Result { try action(input) }
   }
 }

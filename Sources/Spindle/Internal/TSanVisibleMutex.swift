@@ -8,8 +8,9 @@ import Synchronization
 /// store of an epoch counter, which gives ThreadSanitizer the happens-before edge the lock already
 /// guarantees. On x86 both are plain moves, so the cost is nil; on ARM they are one `ldar`/`stlr` pair.
 ///
-/// Spindle's one lock: every target of the package uses it (`package` access) instead of `Mutex` directly, so that
-/// `swift test --sanitize=thread` reports only real races.
+/// The lock to embed in a type: every target of the package uses it (`package` access) instead of `Mutex` directly,
+/// so that `swift test --sanitize=thread` reports only real races. It is one of three locks, one per shape of state:
+/// ``Locked`` is the box shared by reference, ``PlatformMutex`` the pthread mutex that pairs with a condition variable.
 @usableFromInline
 package struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
   @usableFromInline let mutex: Mutex<Value>

@@ -18,15 +18,24 @@ import Synchronization
 /// semaphore alive, so it cannot normally be deallocated under a waiter; should that happen anyway, the
 /// waiters are resumed (``waitUnlessCancelled()`` throwing ``AsyncSemaphoreError/destroyed``), never leaked.
 public final class AsyncSemaphore: Sendable {
+  /// Free permits minus registered waiters; the fast paths of `wait` and `signal` only touch this.
+  ///
+  /// A waiter registers by decrementing it; a result above zero before the decrement means it holds a permit
+  /// without taking the lock. A signal increments it; a negative value before the increment means a waiter is
+  /// registered, and the signal takes the lock to hand the permit over (see ``State/handOff()``).
+  @usableFromInline let count: Atomic<Int>
   private let state: TSanVisibleMutex<State>
-  private let tickets = Atomic<UInt64>(0)
+
+  /// What `count` is set to once the semaphore failed: so negative that every later call takes the lock.
+  private static let failedCount = Int.min / 2
 
   /// Creates a semaphore with `value` permits.
   ///
   /// - Precondition: `value >= 0`; a negative count is a programming error and stops the program with a message.
   public init(value: Int) {
     precondition(value >= 0, "AsyncSemaphore(value:) needs a non-negative number of permits, got \(value)")
-    state = TSanVisibleMutex(State(permits: value))
+    count = Atomic(value)
+    state = TSanVisibleMutex(State())
   }
 
   deinit {
@@ -34,7 +43,11 @@ public final class AsyncSemaphore: Sendable {
   }
 
   /// The number of permits free right now (a snapshot; 0 while tasks wait).
-  public var availablePermits: Int { state.withLock { $0.permits } }
+  public var availablePermits: Int {
+    state.withLock { state in
+      state.failure == nil ? max(0, count.load(ordering: .relaxed) + state.abandoned) : 0
+    }
+  }
 
   /// The number of tasks suspended in ``wait()`` right now (a snapshot).
   public var waiterCount: Int { state.withLock { $0.waiters.count } }
@@ -45,15 +58,19 @@ public final class AsyncSemaphore: Sendable {
   /// `DispatchSemaphore.wait()`, this ignores cancellation: it returns only once it holds a permit, so
   /// every call must be balanced by ``signal()``. Use ``waitUnlessCancelled()`` in work that should stop
   /// waiting when cancelled.
+  @inlinable
   nonisolated(nonsending) public func wait() async {
-    switch state.withLock({ $0.admit(cancelled: false) }) {
-    case .acquired, .failed: return
-    case .mustWait: break
-    }
-    let ticket = tickets.add(1, ordering: .relaxed).newValue
+    // Inlined into the caller: an uncontended wait is one atomic decrement, with no call and no async frame.
+    if count.subtract(1, ordering: .acquiringAndReleasing).oldValue > 0 { return }
+    await waitForHandOff()
+  }
+
+  /// The slow path of ``wait()``: the caller registered; suspends until a signal hands it a permit.
+  @usableFromInline
+  nonisolated(nonsending) func waitForHandOff() async {
     // The only failure is `.destroyed`, impossible while this call keeps `self` alive.
     try? await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
-      let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: false) }
+      let outcome = state.withLock { $0.enqueue(continuation, cancelled: false) }
       resume(continuation, after: outcome)
     }
   }
@@ -71,22 +88,39 @@ public final class AsyncSemaphore: Sendable {
   ///
   /// - Throws: `CancellationError` if the task is cancelled; ``AsyncSemaphoreError/destroyed`` if the
   ///   semaphore is deallocated while waiting.
+  @inlinable
   nonisolated(nonsending) public func waitUnlessCancelled() async throws {
-    switch state.withLock({ $0.admit(cancelled: Task.isCancelled) }) {
-    case .acquired: return
-    case .failed(let error): throw error
-    case .mustWait: break
-    }
-    let ticket = tickets.add(1, ordering: .relaxed).newValue
+    if Task.isCancelled { try throwCancelledOrFailed() }
+    if count.subtract(1, ordering: .acquiringAndReleasing).oldValue > 0 { return }
+    try await waitForHandOffUnlessCancelled()
+  }
+
+  /// Throws the semaphore's failure if it failed, else `CancellationError`.
+  @usableFromInline
+  func throwCancelledOrFailed() throws {
+    if let failure = state.withLock({ $0.failure }) { throw failure }
+    throw CancellationError()
+  }
+
+  /// The slow path of ``waitUnlessCancelled()``: the caller registered; suspends until a signal hands it a permit
+  /// or the task is cancelled.
+  @usableFromInline
+  nonisolated(nonsending) func waitForHandOffUnlessCancelled() async throws {
+    // Written and read only under `state`'s lock: the ticket of the queued waiter, for the cancellation handler.
+    nonisolated(unsafe) var ticket: State.Ticket?
     try await withTaskCancellationHandler {
       try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
         // Checking cancellation under the lock closes the race with `onCancel`: the flag is set before the
         // handler runs, and the handler takes the same lock.
-        let outcome = state.withLock { $0.enqueue(ticket, continuation, cancelled: Task.isCancelled) }
+        let outcome = state.withLock { state in
+          let outcome = state.enqueue(continuation, cancelled: Task.isCancelled)
+          if case .mustWait(let queued) = outcome { ticket = queued }
+          return outcome
+        }
         resume(continuation, after: outcome)
       }
     } onCancel: {
-      let waiter = state.withLock { $0.cancel(ticket) }
+      let waiter = state.withLock { state in ticket.flatMap { state.cancel($0) } }
       waiter?.resume(throwing: CancellationError())
     }
     // The permit arrived, but the task may have been cancelled at the same instant: honour the cancellation
@@ -107,7 +141,10 @@ public final class AsyncSemaphore: Sendable {
 
   /// Resumes every waiter throwing `error`; later waits fail with it too. What `deinit` does.
   func failAllWaiters(with error: AsyncSemaphoreError) {
-    let waiters = state.withLock { $0.failAll(with: error) }
+    let waiters = state.withLock { state in
+      count.store(Self.failedCount, ordering: .releasing)
+      return state.failAll(with: error)
+    }
     for waiter in waiters { waiter.resume(throwing: error) }
   }
 
@@ -115,16 +152,44 @@ public final class AsyncSemaphore: Sendable {
   ///
   /// - Returns: `true` if a permit was taken (balance it with ``signal()``), `false` otherwise.
   public func tryWait() -> Bool {
-    state.withLock { $0.tryTake() }
+    var current = count.load(ordering: .relaxed)
+    while current > 0 {
+      let (exchanged, original) = count.compareExchange(
+        expected: current,
+        desired: current - 1,
+        ordering: .acquiringAndReleasing
+      )
+      if exchanged { return true }
+      current = original
+    }
+    return false
   }
 
   /// Returns a permit: resumes the longest-waiting task, or makes the permit free if nobody waits.
   ///
   /// Signalling more often than waiting raises the count above the initial value, as with
   /// `DispatchSemaphore`.
+  @inlinable
   public func signal() {
-    let waiter = state.withLock { $0.signal() }
-    waiter?.resume()
+    // Inlined into the caller: with nobody registered, a signal is one atomic increment.
+    if count.add(1, ordering: .acquiringAndReleasing).oldValue >= 0 { return }
+    handOffAfterSignal()
+  }
+
+  /// The slow path of ``signal()``: `count` was negative, so a waiter registered; hand it the permit.
+  @usableFromInline
+  func handOffAfterSignal() {
+    repeat {
+      switch state.withLock({ $0.handOff() }) {
+      case .resume(let waiter):
+        waiter.resume()
+        return
+      case .done:
+        return
+      case .retry:
+        continue
+      }
+    } while count.add(1, ordering: .acquiringAndReleasing).oldValue < 0
   }
 
   /// Runs `body` holding a permit and returns its result; the permit is returned on every exit path.
@@ -159,92 +224,77 @@ public enum AsyncSemaphoreError: Error, Equatable, Sendable, CustomStringConvert
 }
 
 extension AsyncSemaphore {
-  /// The semaphore's state machine; every method runs under the semaphore's lock.
+  /// The slow-path state of the semaphore; every method runs under the semaphore's lock.
+  ///
+  /// Every registration (a waiter's decrement of `count` that found no free permit) ends exactly once: a signal
+  /// resumes it from `waiters`, it takes a signal's `pendingWakes` (the signal came before it queued), or it
+  /// leaves without a permit (cancelled) and counts in `abandoned` until a signal absorbs it.
   struct State: ~Copyable {
     typealias Waiter = UnsafeContinuation<Void, any Error>
+    typealias Ticket = TicketedRingBuffer<Waiter>.Ticket
 
     enum Admission {
       case acquired
       case failed(any Error)
-      case mustWait
+      case mustWait(Ticket)
     }
 
-    var permits: Int
+    enum HandOff {
+      /// Resume this waiter: it now holds the permit.
+      case resume(Waiter)
+      /// The permit was absorbed by a cancelled registration: add it to `count` again.
+      case retry
+      /// The permit is parked for a registered waiter still on its way to the line (or the semaphore failed).
+      case done
+    }
+
     var failure: AsyncSemaphoreError?
-    /// Suspended waiters by ticket.
-    var waiters: [UInt64: Waiter] = [:]
-    /// Tickets in arrival order from `order[head]` on; tickets no longer in `waiters` (cancelled) are skipped.
-    var order: [UInt64] = []
-    var head = 0
+    /// Suspended waiters in arrival order.
+    var waiters = TicketedRingBuffer<Waiter>()
+    /// Permits handed over by signals to waiters that registered but had not queued yet.
+    var pendingWakes = 0
+    /// Registrations of waiters that left without a permit, not yet absorbed by a signal.
+    var abandoned = 0
 
-    init(permits: Int) { self.permits = permits }
-
-    mutating func tryTake() -> Bool {
-      guard failure == nil, permits > 0, waiters.isEmpty else { return false }
-      permits -= 1
-      return true
-    }
-
-    mutating func admit(cancelled: Bool) -> Admission {
+    /// Queues a registered `waiter`, unless a permit already waits for it, the semaphore failed, or it is cancelled.
+    mutating func enqueue(_ waiter: Waiter, cancelled: Bool) -> Admission {
       if let failure { return .failed(failure) }
-      if cancelled { return .failed(CancellationError()) }
-      return tryTake() ? .acquired : .mustWait
-    }
-
-    /// Queues `waiter` under `ticket`, unless it can be resumed at once.
-    mutating func enqueue(_ ticket: UInt64, _ waiter: Waiter, cancelled: Bool) -> Admission {
-      let admission = admit(cancelled: cancelled)
-      guard case .mustWait = admission else { return admission }
-      waiters[ticket] = waiter
-      order.append(ticket)
-      return .mustWait
-    }
-
-    mutating func cancel(_ ticket: UInt64) -> Waiter? {
-      let waiter = waiters.removeValue(forKey: ticket)
-      if waiters.isEmpty {
-        order.removeAll(keepingCapacity: true)
-        head = 0
+      if pendingWakes > 0 {
+        // The caller checks cancellation once resumed, and passes the permit on if it must.
+        pendingWakes -= 1
+        return .acquired
       }
+      if cancelled {
+        abandoned += 1
+        return .failed(CancellationError())
+      }
+      return .mustWait(waiters.append(waiter))
+    }
+
+    /// Takes a cancelled waiter out of the line; nil if a signal already resumed it.
+    mutating func cancel(_ ticket: Ticket) -> Waiter? {
+      guard let waiter = waiters.remove(ticket) else { return nil }
+      if failure == nil { abandoned += 1 }
       return waiter
     }
 
-    /// Returns the oldest waiter to resume, or frees a permit.
-    mutating func signal() -> Waiter? {
-      if failure != nil { return nil }
-      while head < order.count {
-        let ticket = order[head]
-        head += 1
-        if let waiter = waiters.removeValue(forKey: ticket) {
-          compact()
-          return waiter
-        }
+    /// What a signal that found a registered waiter does with its permit.
+    mutating func handOff() -> HandOff {
+      if failure != nil { return .done }
+      if let waiter = waiters.popFirst() { return .resume(waiter) }
+      if abandoned > 0 {
+        abandoned -= 1
+        return .retry
       }
-      if head != 0 {
-        order.removeAll(keepingCapacity: true)
-        head = 0
-      }
-      permits += 1
-      return nil
-    }
-
-    private mutating func compact() {
-      if head == order.count {
-        order.removeAll(keepingCapacity: true)
-        head = 0
-      } else if head > 64, head * 2 > order.count {
-        order.removeFirst(head)
-        head = 0
-      }
+      pendingWakes += 1
+      return .done
     }
 
     mutating func failAll(with error: AsyncSemaphoreError) -> [Waiter] {
       failure = error
-      let failed = order[head...].compactMap { waiters[$0] }
-      waiters.removeAll()
-      order.removeAll()
-      head = 0
-      return failed
+      pendingWakes = 0
+      abandoned = 0
+      return waiters.removeAll()
     }
   }
 }

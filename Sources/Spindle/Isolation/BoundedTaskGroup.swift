@@ -4,18 +4,13 @@
 /// ``addTask(priority:operation:)`` waits for a running child to finish and keeps its result for
 /// ``next()``, so no result is lost and results arrive in completion order, as with `TaskGroup`.
 public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
-  private var group: TaskGroup<ChildTaskResult>
-  /// Results collected while making room, not yet returned by `next()`; `finished[finishedHead...]` are unread.
-  private var finished: [ChildTaskResult] = []
-  private var finishedHead = 0
-  private var running = 0
+  private var core: BoundedGroupCore<TaskGroup<ChildTaskResult>>
 
   /// The most child tasks that run at once.
-  public let maxConcurrent: Int
+  public var maxConcurrent: Int { core.maxConcurrent }
 
   init(_ group: TaskGroup<ChildTaskResult>, maxConcurrent: Int) {
-    self.group = group
-    self.maxConcurrent = maxConcurrent
+    core = BoundedGroupCore(group, maxConcurrent: maxConcurrent)
   }
 
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
@@ -23,12 +18,9 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
   ) async {
-    while running >= maxConcurrent, let result = await group.next() {
-      running -= 1
-      finished.append(result)
-    }
-    group.addTask(priority: priority, operation: operation)
-    running += 1
+    await core.makeRoom()
+    core.group.addTask(priority: priority, operation: operation)
+    core.childAdded()
   }
 
   /// Adds a child task unless the group is cancelled, first suspending until a slot is free.
@@ -38,48 +30,30 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
   ) async -> Bool {
-    while running >= maxConcurrent, let result = await group.next() {
-      running -= 1
-      finished.append(result)
-    }
-    guard group.addTaskUnlessCancelled(priority: priority, operation: operation) else { return false }
-    running += 1
+    await core.makeRoom()
+    guard core.group.addTaskUnlessCancelled(priority: priority, operation: operation) else { return false }
+    core.childAdded()
     return true
   }
 
   /// The next finished child's result (in completion order), or `nil` when no child is left.
   nonisolated(nonsending) public mutating func next() async -> ChildTaskResult? {
-    if finishedHead < finished.count {
-      defer {
-        finishedHead += 1
-        if finishedHead == finished.count {
-          finished.removeAll(keepingCapacity: true)
-          finishedHead = 0
-        }
-      }
-      return finished[finishedHead]
-    }
-    guard let result = await group.next() else { return nil }
-    running -= 1
-    return result
+    await core.next()
   }
 
   /// Waits for every child, discarding results.
   nonisolated(nonsending) public mutating func waitForAll() async {
-    finished.removeAll()
-    finishedHead = 0
-    await group.waitForAll()
-    running = 0
+    await core.waitForAll()
   }
 
   /// Whether the group has no running child and no unread result.
-  public var isEmpty: Bool { finishedHead == finished.count && group.isEmpty }
+  public var isEmpty: Bool { core.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
-  public func cancelAll() { group.cancelAll() }
+  public func cancelAll() { core.group.cancelAll() }
 
   /// Whether the group was cancelled.
-  public var isCancelled: Bool { group.isCancelled }
+  public var isCancelled: Bool { core.group.isCancelled }
 }
 
 /// Like `withTaskGroup`, but at most `maxConcurrent` child tasks run at once.

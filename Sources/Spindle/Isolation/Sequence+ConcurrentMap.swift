@@ -17,24 +17,17 @@ extension Sequence where Element: Sendable {
     _ transform: @escaping @Sendable (Element) async throws -> T
   ) async throws -> [T] {
     precondition(maxConcurrent >= 1, "concurrentMap needs maxConcurrent >= 1, got \(maxConcurrent)")
-    return try await withThrowingTaskGroup(of: (Int, T).self, returning: [T].self) { group in
+    return try await withThrowingBoundedTaskGroup(maxConcurrent: maxConcurrent, of: (Int, T).self) { group in
       var results: [T?] = []
       results.reserveCapacity(underestimatedCount)
-      var running = 0
       for (index, element) in self.enumerated() {
-        if running == maxConcurrent {
-          let (done, value) = try await group.next()!
-          results[done] = value
-          running -= 1
-        }
         try Task.checkCancellation()
+        let added = try await group.addTaskUnlessCancelled(priority: priority) { (index, try await transform(element)) }
+        guard added else { break }
         results.append(nil)
-        group.addTask(priority: priority) { (index, try await transform(element)) }
-        running += 1
+        while let (done, value) = group.popCollected() { results[done] = value }
       }
-      while let (done, value) = try await group.next() {
-        results[done] = value
-      }
+      while let (done, value) = try await group.next() { results[done] = value }
       try Task.checkCancellation()
       return results.map { $0! }
     }
@@ -60,16 +53,12 @@ extension Sequence where Element: Sendable {
     _ body: @escaping @Sendable (Element) async throws -> Void
   ) async throws {
     precondition(maxConcurrent >= 1, "concurrentForEach needs maxConcurrent >= 1, got \(maxConcurrent)")
-    try await withThrowingTaskGroup(of: Void.self) { group in
-      var running = 0
+    try await withThrowingBoundedTaskGroup(maxConcurrent: maxConcurrent, of: Void.self) { group in
       for element in self {
-        if running == maxConcurrent {
-          try await group.next()
-          running -= 1
-        }
         try Task.checkCancellation()
-        group.addTask(priority: priority) { try await body(element) }
-        running += 1
+        guard try await group.addTaskUnlessCancelled(priority: priority, operation: { try await body(element) })
+        else { break }
+        while group.popCollected() != nil {}
       }
       try await group.waitForAll()
       try Task.checkCancellation()

@@ -5,18 +5,13 @@
 /// rethrows its error at once instead of starting more work, so the first failure ends the loop that
 /// feeds the group. Results of children that succeeded are kept for ``next()``.
 public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
-  private var group: ThrowingTaskGroup<ChildTaskResult, any Error>
-  /// Results collected while making room, not yet returned by `next()`; `finished[finishedHead...]` are unread.
-  private var finished: [ChildTaskResult] = []
-  private var finishedHead = 0
-  private var running = 0
+  private var core: BoundedGroupCore<ThrowingTaskGroup<ChildTaskResult, any Error>>
 
   /// The most child tasks that run at once.
-  public let maxConcurrent: Int
+  public var maxConcurrent: Int { core.maxConcurrent }
 
   init(_ group: ThrowingTaskGroup<ChildTaskResult, any Error>, maxConcurrent: Int) {
-    self.group = group
-    self.maxConcurrent = maxConcurrent
+    core = BoundedGroupCore(group, maxConcurrent: maxConcurrent)
   }
 
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
@@ -26,9 +21,9 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
   ) async throws {
-    try await makeRoom()
-    group.addTask(priority: priority, operation: operation)
-    running += 1
+    try await core.makeRoom()
+    core.group.addTask(priority: priority, operation: operation)
+    core.childAdded()
   }
 
   /// Adds a child task unless the group is cancelled, first suspending until a slot is free.
@@ -39,58 +34,37 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
   ) async throws -> Bool {
-    try await makeRoom()
-    guard group.addTaskUnlessCancelled(priority: priority, operation: operation) else { return false }
-    running += 1
+    try await core.makeRoom()
+    guard core.group.addTaskUnlessCancelled(priority: priority, operation: operation) else { return false }
+    core.childAdded()
     return true
-  }
-
-  nonisolated(nonsending) private mutating func makeRoom() async throws {
-    while running >= maxConcurrent {
-      running -= 1
-      guard let result = try await group.next() else {
-        running = 0
-        return
-      }
-      finished.append(result)
-    }
   }
 
   /// The next finished child's result (in completion order), or `nil` when no child is left.
   ///
   /// - Throws: The error of the next child that failed.
   nonisolated(nonsending) public mutating func next() async throws -> ChildTaskResult? {
-    if finishedHead < finished.count {
-      defer {
-        finishedHead += 1
-        if finishedHead == finished.count {
-          finished.removeAll(keepingCapacity: true)
-          finishedHead = 0
-        }
-      }
-      return finished[finishedHead]
-    }
-    guard running > 0 else { return nil }
-    running -= 1
-    return try await group.next()
+    try await core.next()
   }
+
+  /// A result collected while an `addTask` call made room, without waiting; nil if none is kept.
+  ///
+  /// `concurrentMap` reads these between additions, so results do not pile up until the end.
+  mutating func popCollected() -> ChildTaskResult? { core.popCollected() }
 
   /// Waits for every child, discarding results, and throws the first error a child threw.
   nonisolated(nonsending) public mutating func waitForAll() async throws {
-    finished.removeAll()
-    finishedHead = 0
-    running = 0
-    try await group.waitForAll()
+    try await core.waitForAll()
   }
 
   /// Whether the group has no running child and no unread result.
-  public var isEmpty: Bool { finishedHead == finished.count && group.isEmpty }
+  public var isEmpty: Bool { core.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
-  public func cancelAll() { group.cancelAll() }
+  public func cancelAll() { core.group.cancelAll() }
 
   /// Whether the group was cancelled.
-  public var isCancelled: Bool { group.isCancelled }
+  public var isCancelled: Bool { core.group.isCancelled }
 }
 
 /// Like `withThrowingTaskGroup`, but at most `maxConcurrent` child tasks run at once.

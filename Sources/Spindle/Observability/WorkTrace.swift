@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// Records one event per work item of the queues that use it, and writes them as Chrome trace-event JSON.
 ///
 /// Give a trace to one or more queues when you create them; every item those queues complete adds an event
@@ -135,17 +127,8 @@ public final class WorkTrace: Sendable {
   ///
   /// - Throws: ``WorkTraceError`` naming the path and the system's reason when the file cannot be written.
   public func write(toFile path: String) throws(WorkTraceError) {
-    let json = chromeTraceJSON()
-    guard let file = fopen(path, "w") else {
-      throw WorkTraceError(path: path, code: errno)
-    }
-    let written = json.utf8CString.withUnsafeBufferPointer { buffer in
-      fwrite(buffer.baseAddress, 1, buffer.count - 1, file)
-    }
-    let failed = written != json.utf8.count
-    let code = errno
-    if fclose(file) != 0 || failed {
-      throw WorkTraceError(path: path, code: failed ? code : errno)
+    if let code = Platform.replaceFile(atPath: path, with: chromeTraceJSON().utf8) {
+      throw WorkTraceError(path: path, code: code)
     }
   }
 }
@@ -177,7 +160,7 @@ public struct WorkTraceError: Error, CustomStringConvertible {
 
   /// A one-line message naming the path and the system's reason.
   public var description: String {
-    "cannot write trace to '\(path)': \(String(cString: strerror(code)))"
+    "cannot write trace to '\(path)': \(Platform.errorDescription(code))"
   }
 }
 
@@ -211,9 +194,5 @@ private func jsonString(_ text: String) -> String {
 
 /// An identifier of the calling thread.
 func currentThreadID() -> UInt64 {
-  #if canImport(Darwin)
-    return UInt64(UInt(bitPattern: pthread_self()))
-  #else
-    return UInt64(pthread_self())
-  #endif
+  Platform.currentThreadID
 }

@@ -1,11 +1,5 @@
 import Dispatch
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 extension IdentifiableDispatchQueue {
   /// Stops the process unless the calling code runs on this queue (in every build configuration).
   ///
@@ -74,20 +68,12 @@ extension IdentifiableDispatchQueue {
 /// Reads the current queue's label through libdispatch's `dispatch_queue_get_label(NULL)`.
 ///
 /// The C function is not visible through the `Dispatch` overlay, and the core target does not import libdispatch's C
-/// module, so the symbol is looked up once with `dlsym`; nil is returned when it cannot be found (for example in a
+/// module, so the symbol is looked up once with `Platform.lookUpFunction` (`dlsym`); nil is returned when it cannot be found (for example in a
 /// statically linked executable), and callers fall back to the nearest identifiable queue's label.
 private enum CurrentQueueLabel {
   typealias GetLabel = @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
 
-  static let function: GetLabel? = {
-    #if canImport(Darwin)
-      let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
-    #else
-      let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
-    #endif
-    guard let symbol = dlsym(handle, "dispatch_queue_get_label") else { return nil }
-    return unsafeBitCast(symbol, to: GetLabel.self)
-  }()
+  static let function = Platform.lookUpFunction("dispatch_queue_get_label", as: GetLabel.self)
 
   static func read() -> String? {
     guard let function, let label = function(nil) else { return nil }

@@ -3,7 +3,7 @@ import Dispatch
 /// A `DispatchQueue` wrapper that knows whether code is running on it.
 ///
 /// Create it with the same parameters as `DispatchQueue`, or adopt an existing queue with
-/// ``init(underlyingQueue:isConcurrent:)``. ``currentQueueIs(_:)`` and ``isCurrent`` answer whether the calling code
+/// ``init(underlyingQueue:isConcurrent:)`` (or the pod's spelling, ``init(queue:isConcurrent:)``). ``currentQueueIs(_:)`` and ``isCurrent`` answer whether the calling code
 /// runs on the queue: inside one of its blocks, inside a block of a queue that targets it, or inside a
 /// ``sync(flags:execute:)`` whose caller runs on it (`a.sync { b.sync { IDQ.currentQueueIs(a) } }` is `true`).
 ///
@@ -76,6 +76,24 @@ public final class IdentifiableDispatchQueue: Sendable {
       queue: underlyingQueue,
       identity: QueueIdentity.adopt(underlyingQueue, isConcurrent: isConcurrent, target: nil)
     )
+  }
+
+  /// Wraps an existing queue, or returns nil when `queue` is a global queue: the Spindle pod's spelling.
+  ///
+  /// The same as ``init(underlyingQueue:isConcurrent:)``; code written against the Spindle pod
+  /// (`IdentifiableDispatchQueue(queue:)`) compiles unchanged.
+  ///
+  /// ```swift
+  /// let legacy = DispatchQueue(label: "com.app.legacy")
+  /// guard let identifiable = IdentifiableDispatchQueue(queue: legacy) else { return }
+  /// legacy.async { assert(IDQ.currentQueueIs(identifiable)) }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - queue: The queue to wrap; it must not be a global queue.
+  ///   - isConcurrent: Whether `queue` was created with `.concurrent`; see ``init(underlyingQueue:isConcurrent:)``.
+  public convenience init?(queue: DispatchQueue, isConcurrent: Bool = false) {
+    self.init(underlyingQueue: queue, isConcurrent: isConcurrent)
   }
 
   private init(queue: DispatchQueue, identity: QueueIdentity) {

@@ -1,12 +1,6 @@
 import Dispatch
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// Who a dispatch queue is: one instance per underlying queue, shared by every wrapper of that queue.
 ///
 /// The identity is stored on its queue twice: under the package-wide ``registryKey`` (so the nearest identifiable
@@ -111,7 +105,7 @@ final class QueueIdentity: Sendable {
 ///
 /// `DispatchQueue.setSpecific(key:value:)` uses the key object's address as the C key; looking that address up with
 /// the C function answers "is a value set?" without the overlay's per-call generic metadata lookup and retains. The
-/// symbol is found with `dlsym` (the core target does not import libdispatch's C module) and checked once against the
+/// symbol is found with `Platform.lookUpFunction` (`dlsym`; the core target does not import libdispatch's C module) and checked once against the
 /// overlay on a private queue; if either step fails, ``get`` is nil and every lookup goes through the overlay.
 @usableFromInline
 enum RawSpecific {
@@ -120,13 +114,7 @@ enum RawSpecific {
 
   /// The verified function, or nil.
   static let get: Get? = {
-    #if canImport(Darwin)
-      let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
-    #else
-      let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
-    #endif
-    guard let symbol = dlsym(handle, "dispatch_get_specific") else { return nil }
-    let get = unsafeBitCast(symbol, to: Get.self)
+    guard let get = Platform.lookUpFunction("dispatch_get_specific", as: Get.self) else { return nil }
     // Verify the key convention on a private queue: unset outside it, set inside it.
     let key = DispatchSpecificKey<Bool>()
     let probe = DispatchQueue(label: "org.spindle.specific-probe")

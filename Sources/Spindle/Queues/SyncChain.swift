@@ -1,11 +1,5 @@
 import Dispatch
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// One link of the chain of `IdentifiableDispatchQueue.sync` calls whose callers are blocked waiting.
 ///
 /// Frames live on the stack of the blocked caller (which cannot return before the block finishes), and the
@@ -32,12 +26,7 @@ struct SyncFrame {
 @usableFromInline
 enum SyncChain {
   /// The thread-local slot holding the innermost frame.
-  @usableFromInline static let slot: pthread_key_t = {
-    var key = pthread_key_t()
-    let status = pthread_key_create(&key, nil)
-    precondition(status == 0, "Spindle: pthread_key_create failed with status \(status)")
-    return key
-  }()
+  @usableFromInline static let slot = ThreadLocalKey()
 
   /// The innermost frame of the current thread, or nil outside any tracked `sync`.
   @inlinable @inline(__always)
@@ -45,8 +34,8 @@ enum SyncChain {
 
   /// The innermost frame, read from `slot` (a copy of ``slot``).
   @inlinable @inline(__always)
-  static func top(_ slot: pthread_key_t) -> UnsafePointer<SyncFrame>? {
-    UnsafeRawPointer(pthread_getspecific(slot))?.assumingMemoryBound(to: SyncFrame.self)
+  static func top(_ slot: ThreadLocalKey) -> UnsafePointer<SyncFrame>? {
+    UnsafeRawPointer(slot.value)?.assumingMemoryBound(to: SyncFrame.self)
   }
 
   /// Runs `body` with `frame` published in `slot` (a copy of ``slot``) as the innermost frame, restoring the previous
@@ -54,12 +43,12 @@ enum SyncChain {
   @inlinable @inline(__always)
   static func withFrame<T>(
     _ frame: UnsafePointer<SyncFrame>,
-    slot: pthread_key_t,
+    slot: ThreadLocalKey,
     _ body: () throws -> T
   ) rethrows -> T {
-    let saved = pthread_getspecific(slot)
-    pthread_setspecific(slot, frame)
-    defer { pthread_setspecific(slot, saved) }
+    let saved = slot.value
+    slot.value = UnsafeMutableRawPointer(mutating: frame)
+    defer { slot.value = saved }
     return try body()
   }
 

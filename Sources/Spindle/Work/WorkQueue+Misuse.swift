@@ -1,46 +1,33 @@
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 extension WorkQueue {
-  /// Receives reports of programmer errors the engine survives, such as calling a callback body's `finish`
-  /// twice.
+  /// Receives the messages of programmer errors the engine survives, such as calling a callback body's `finish`
+  /// twice: a message-only alias of ``MisuseReporting/handler``, the package's one misuse handler.
   ///
-  /// Such a mistake never crashes the program and never completes work twice: the engine ignores the
-  /// offending call and passes a message naming the work and the queue to this handler. The default handler
-  /// writes the message and a newline to standard error. Install your own to log elsewhere or to fail a
-  /// test; it can be called from any thread.
+  /// Such a mistake never crashes the program and never completes work twice: the engine ignores the offending call
+  /// and reports a message naming the work and the queue. Setting this property installs a package-wide handler
+  /// that receives every report's message (SpindleFoundation's too); reading it returns a function that forwards a
+  /// message to the current handler. Prefer ``MisuseReporting/handler``, which also receives typed details.
   ///
   /// ```swift
   /// WorkQueue.misuseHandler = { message in logger.error("\(message)") }
   /// ```
   public static var misuseHandler: @Sendable (String) -> Void {
-    get { misuseHandlerStorage.withLock { $0 } }
-    set { misuseHandlerStorage.withLock { $0 = newValue } }
+    get {
+      let handler = MisuseReporting.handler
+      return { message in handler(MisuseReport(message: message)) }
+    }
+    set {
+      MisuseReporting.handler = { report in newValue(report.message) }
+    }
   }
 
-  /// The handler that writes to standard error.
-  public static let standardErrorMisuseHandler: @Sendable (String) -> Void = { message in
-    let line = message + "\n"
-    var bytes = Array(line.utf8)
-    bytes.withUnsafeMutableBytes { buffer in
-      var offset = 0
-      while offset < buffer.count {
-        let written = write(2, buffer.baseAddress! + offset, buffer.count - offset)
-        if written <= 0 { break }
-        offset += written
-      }
-    }
+  /// Writes a message to standard error whatever the handler, for the engine's last words before it stops the
+  /// program (optimized builds drop a trap's message).
+  static let standardErrorMisuseHandler: @Sendable (String) -> Void = { message in
+    MisuseReporting.standardError(MisuseReport(message: message))
   }
 }
 
-private let misuseHandlerStorage = Locked<@Sendable (String) -> Void>(WorkQueue.standardErrorMisuseHandler)
-
-/// Reports a survived programmer error through ``WorkQueue/misuseHandler``.
+/// Reports a survived programmer error through ``MisuseReporting/handler``.
 func reportMisuse(_ message: String) {
-  WorkQueue.misuseHandler(message)
+  MisuseReporting.report(MisuseReport(message: message))
 }

@@ -2,12 +2,6 @@ import Dispatch
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// Turns SIGINT/SIGTERM into a graceful stop, and a second one into an immediate (but clean) exit.
 ///
 /// The first signal calls `onInterrupt` (stop starting work, cancel what runs). The second calls

@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// Where output goes and how it may look: colours only on a terminal and never with `NO_COLOR`.
 enum Terminal {
   static let stdoutIsTerminal = isatty(STDOUT_FILENO) == 1

@@ -15,7 +15,7 @@ import Spindle
 ///   run. The body observes `isCancelled` (or registers ``onCancel(_:)``) and calls ``finish(file:line:)`` itself.
 ///   An operation cancelled before it started finishes without running `main()` when the queue starts it.
 /// - ``finish(file:line:)`` wins exactly once. A second call (or a call before the operation started) changes
-///   nothing and is reported through ``reportMisuse(_:)`` — by default one line on standard error;
+///   nothing and is reported through ``reportMisuse(_:)`` — by default to `MisuseReporting.handler`, one line on standard error unless replaced;
 ///   it never traps.
 /// - The queue learns of each change through `willChangeValue(forKey:)`/`didChangeValue(forKey:)` for
 ///   `"isExecuting"` and `"isFinished"`: KVO on Apple platforms, and on Linux the same calls are how
@@ -137,16 +137,18 @@ open class AsyncOperation: Operation, @unchecked Sendable {
 
   /// Reports a misuse of this operation (a second ``finish(file:line:)``, a finish before start, a second start).
   ///
-  /// The default writes ``Misuse/description`` as one line to standard error. Override it to route the
-  /// report elsewhere (a logger, a test recorder); it must not call back into the operation's life cycle.
-  /// It is called outside the operation's locks, on the thread that misused it.
+  /// The default sends a `MisuseReport` (message: ``Misuse/description``, detail: `misuse`) to the package's one
+  /// misuse handler, `MisuseReporting.handler` (standard error unless replaced), like every other Spindle library.
+  /// Override it only to route one operation class's reports elsewhere (a test recorder); it must not call back
+  /// into the operation's life cycle. It is called outside the operation's locks, on the thread that misused it.
+  ///
+  /// ```swift
+  /// MisuseReporting.handler = { report in
+  ///   if let misuse = report.detail as? AsyncOperation.Misuse, misuse.kind == .finishedTwice { log(misuse) }
+  /// }
+  /// ```
   open func reportMisuse(_ misuse: Misuse) {
-    Self.writeToStandardError(misuse)
-  }
-
-  /// Writes `misuse` as one line to standard error; what ``reportMisuse(_:)`` does by default.
-  public static func writeToStandardError(_ misuse: Misuse) {
-    FileHandle.standardError.write(Data((misuse.description + "\n").utf8))
+    MisuseReporting.report(MisuseReport(message: misuse.description, detail: misuse))
   }
 
   // MARK: - Internal hooks for subclasses in this module

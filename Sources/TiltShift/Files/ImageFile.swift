@@ -1,8 +1,12 @@
 import Spindle
 import Synchronization
 
+// TiltShift's one file of POSIX file calls (open, read, fsync, rename); everything else of the C library the package
+// uses goes through the core's `Platform` shim.
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Musl)
+  import Musl
 #elseif canImport(Darwin)
   import Darwin
 #endif

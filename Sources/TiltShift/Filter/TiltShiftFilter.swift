@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
+import Spindle
 
 /// The playground's tilt-shift effect, made fast: a Gaussian-like blur blended in through a gradient mask.
 ///
@@ -33,7 +29,7 @@ public struct TiltShiftFilter: Sendable {
 
   /// The number of processors online, the default number of bands.
   public static var defaultBandCount: Int {
-    max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    Platform.onlineProcessorCount
   }
 
   /// Returns the filtered image; `image` is unchanged. Same size, layout, bit depth and metadata as the input.

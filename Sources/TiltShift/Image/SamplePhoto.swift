@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Darwin)
-  import Darwin
-#endif
+import Spindle
 
 /// Procedural, photo-like test scenes: sky, sun, hills, a town and a road, so the tilt-shift effect is easy to see.
 ///
@@ -95,7 +91,7 @@ public struct SamplePhoto: Sendable {
           var r: Double
           var g: Double
           var b: Double
-          let hill = horizon + Double(height) * 0.05 * (1 + 0.6 * sin(xd / Double(width) * 9 + hillPhase))
+          let hill = horizon + Double(height) * 0.05 * (1 + 0.6 * Platform.sine(xd / Double(width) * 9 + hillPhase))
           if y < hill {
             let t = y / max(1, hill)
             r = skyTop.0 + (skyBottom.0 - skyTop.0) * t
@@ -136,7 +132,7 @@ public struct SamplePhoto: Sendable {
                 b = 75 + 20 * depth
               }
             } else {
-              let furrow = sin(xd / (6 + 40 * depth) + y / 9) > 0.6 ? 0.8 : 1.0
+              let furrow = Platform.sine(xd / (6 + 40 * depth) + y / 9) > 0.6 ? 0.8 : 1.0
               r = ground.0 * furrow * (1 + 0.3 * depth)
               g = ground.1 * furrow * (1 + 0.3 * depth)
               b = ground.2 * furrow * (1 + 0.3 * depth)

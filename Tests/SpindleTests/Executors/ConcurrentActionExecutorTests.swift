@@ -94,7 +94,7 @@ import Testing
     #expect(total == (0..<12).reduce(0, +))
     #expect(peak.load(ordering: .sequentiallyConsistent) <= 2)
     #expect(peak.load(ordering: .sequentiallyConsistent) >= 1)
-    #expect(sut.settings.limit?.inFlight == 0)
+    #expect(sut.core.inFlight == 0)
   }
 
   @Test func maxInFlightBelowOneIsAPreconditionFailure() async {
@@ -113,9 +113,9 @@ import Testing
       return input
     }
     let first = sut.execute(1) { output in completed.withLock { $0.append(output) } }
-    try await waitUntil { sut.settings.limit?.inFlight == 1 }
+    try await waitUntil { sut.core.inFlight == 1 }
     let second = sut.execute(2) { output in completed.withLock { $0.append(output) } }
-    try await waitUntil { sut.settings.limit?.waiting == 1 }
+    try await waitUntil { sut.core.waiting == 1 }
     second.cancel()
     second.cancel()  // twice is harmless
     #expect(second.isCancelled)
@@ -124,8 +124,8 @@ import Testing
     await first.wait()
     #expect(ran.withLock { $0 } == [1])
     #expect(completed.withLock { $0 } == [1])
-    #expect(sut.settings.limit?.inFlight == 0)
-    #expect(sut.settings.limit?.waiting == 0)
+    #expect(sut.core.inFlight == 0)
+    #expect(sut.core.waiting == 0)
   }
 
   @Test func cancellingARunningExecutionIsVisibleToTheAction() async {
@@ -161,9 +161,9 @@ import Testing
       return input * 10
     }
     let blocker = sut.execute(1) { _ in }
-    try await waitUntil { sut.settings.limit?.inFlight == 1 }
+    try await waitUntil { sut.core.inFlight == 1 }
     let waiter = Task { await sut.execute(2) }
-    try await waitUntil { sut.settings.limit?.waiting == 1 }
+    try await waitUntil { sut.core.waiting == 1 }
     waiter.cancel()
     gate.signal()
     #expect(await waiter.value == 20)
@@ -197,8 +197,8 @@ import Testing
     #expect(deliveries.values.allSatisfy { $0 == 1 }, "no completion ran twice")
     let notCancelled = Set(0..<count).subtracting(cancelled)
     #expect(notCancelled.isSubset(of: ranSet), "every execution not cancelled ran")
-    #expect(sut.settings.limit?.inFlight == 0)
-    #expect(sut.settings.limit?.waiting == 0)
+    #expect(sut.core.inFlight == 0)
+    #expect(sut.core.waiting == 0)
   }
 }
 

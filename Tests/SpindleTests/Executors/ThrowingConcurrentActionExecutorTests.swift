@@ -105,10 +105,10 @@ struct ActionFailure: Error, Equatable {
       return input
     }
     let first = sut.execute(1) { _ in }
-    try await waitUntil { sut.settings.limit?.inFlight == 1 }
+    try await waitUntil { sut.core.inFlight == 1 }
     let (stream, continuation) = AsyncStream.makeStream(of: Result<Int, any Error>.self)
     let second = sut.execute(2) { continuation.yield($0) }
-    try await waitUntil { sut.settings.limit?.waiting == 1 }
+    try await waitUntil { sut.core.waiting == 1 }
     second.cancel()
     var iterator = stream.makeAsyncIterator()
     let result = try #require(await iterator.next())
@@ -143,8 +143,8 @@ struct ActionFailure: Error, Equatable {
     #expect(succeeded + cancelled == count)
     #expect(succeeded == ran.load(ordering: .relaxed))
     #expect(succeeded >= count / 2, "every call not cancelled succeeded")
-    #expect(sut.settings.limit?.inFlight == 0)
-    #expect(sut.settings.limit?.waiting == 0)
+    #expect(sut.core.inFlight == 0)
+    #expect(sut.core.waiting == 0)
   }
 
   @Test func completionCancellationRacesCallEveryCompletionExactlyOnce() async {

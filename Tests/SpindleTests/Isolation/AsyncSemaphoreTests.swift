@@ -138,6 +138,99 @@ import Testing
     #expect(AsyncSemaphoreError.destroyed.description.contains("deallocated"))
   }
 
+  @Test func cancelledWaiterLeavesTheLineAndOthersKeepTheirTurn() async throws {
+    let permits = AsyncSemaphore(value: 1)
+    await permits.wait()
+    let order = Isolated([String]())
+    let first = Task {
+      await permits.wait()
+      order.write { $0.append("first") }
+    }
+    #expect(await eventually { permits.waiterCount == 1 })
+    let leaver = Task { try await permits.waitUnlessCancelled() }
+    #expect(await eventually { permits.waiterCount == 2 })
+    let last = Task {
+      try await permits.waitUnlessCancelled()
+      order.write { $0.append("last") }
+    }
+    #expect(await eventually { permits.waiterCount == 3 })
+    leaver.cancel()
+    await #expect(throws: CancellationError.self) { try await leaver.value }
+    #expect(permits.waiterCount == 2)
+    #expect(permits.availablePermits == 0, "the leaver gave back nothing it did not have")
+    permits.signal()
+    await first.value
+    #expect(order.read { $0 } == ["first"])
+    permits.signal()
+    try await last.value
+    #expect(order.read { $0 } == ["first", "last"])
+    permits.signal()
+    #expect(permits.availablePermits == 1)
+    #expect(permits.waiterCount == 0)
+  }
+
+  @Test func randomCancellationsNeverBreakTheBoundOrLosePermits() async throws {
+    let permitCount = 3
+    let permits = AsyncSemaphore(value: permitCount)
+    let gauge = ConcurrencyGauge()
+    let admitted = Counter()
+    let cancelled = Counter()
+    let tasks = stressSize(200)
+    var handles: [Task<Void, Never>] = []
+    for index in 0..<tasks {
+      handles.append(
+        Task {
+          do {
+            try await permits.waitUnlessCancelled()
+          } catch {
+            #expect(error is CancellationError)
+            cancelled.add(1)
+            return
+          }
+          admitted.add(1)
+          gauge.enter()
+          for _ in 0..<(index % 3) { await Task.yield() }
+          gauge.leave()
+          permits.signal()
+        })
+      if index.isMultiple(of: 3) { handles[index / 2].cancel() }
+    }
+    for handle in handles { await handle.value }
+    #expect(admitted.value + cancelled.value == tasks)
+    #expect(admitted.value > 0)
+    #expect(gauge.maximum <= permitCount)
+    #expect(permits.availablePermits == permitCount, "every permit came back, none was minted")
+    #expect(permits.waiterCount == 0)
+    // And the semaphore still works as new.
+    for _ in 0..<permitCount { #expect(permits.tryWait()) }
+    #expect(!permits.tryWait())
+  }
+
+  @Test func cancellationBeforeQueueingTakesAHandedOverPermitAndPassesItOn() async throws {
+    // Many rounds of: a waiter registers, a signal and a cancellation race its queueing.
+    for _ in 0..<stressSize(300) {
+      let permits = AsyncSemaphore(value: 0)
+      let waiter = Task { try await permits.waitUnlessCancelled() }
+      let signaller = Task.detached { permits.signal() }
+      waiter.cancel()
+      let held = (try? await waiter.value) != nil ? 1 : 0
+      await signaller.value
+      #expect(held + permits.availablePermits == 1)
+      #expect(permits.waiterCount == 0)
+    }
+  }
+
+  @Test func uncontendedFastPathKeepsTheCount() async throws {
+    let permits = AsyncSemaphore(value: 2)
+    await permits.wait()
+    #expect(permits.availablePermits == 1)
+    #expect(try await permits.withPermit { permits.availablePermits } == 0)
+    #expect(permits.availablePermits == 1)
+    permits.signal()
+    permits.signal()
+    #expect(permits.availablePermits == 3, "extra signals raise the count, as with DispatchSemaphore")
+  }
+
   @Test func negativePermitCountStopsWithAMessage() async {
     await #expect(processExitsWith: .failure) {
       _ = AsyncSemaphore(value: -1)

@@ -1,6 +1,17 @@
-/// A growable first-in, first-out ring buffer: O(1) amortised `append` and `popFirst`.
+/// A growable first-in, first-out ring buffer: O(1) amortised `append`, `popFirst`, `prepend` and `popLast`.
 ///
-/// Not thread-safe; the scheduler keeps one per priority inside its lock.
+/// The package's one FIFO: the scheduler keeps one per priority, ``BlockingExecutor`` one of jobs, the bounded task
+/// groups one of finished results. Not thread-safe; each owner keeps it inside its own lock or a non-`Sendable`
+/// value. Waiters that can leave the line (cancellation) use ``TicketedRingBuffer``, which wraps this type, so the
+/// plain path pays nothing for removal.
+///
+/// ```swift
+/// var jobs = RingBuffer<Int>()
+/// jobs.append(1)
+/// jobs.append(2)
+/// jobs.prepend(0)
+/// jobs.popFirst()  // 0
+/// ```
 struct RingBuffer<Element> {
   private var storage: ContiguousArray<Element?> = []
   private var head = 0
@@ -42,6 +53,41 @@ struct RingBuffer<Element> {
     return element
   }
 
+  /// The element `offset` places after the first one; `offset` must be in `0..<count`.
+  subscript(offset offset: Int) -> Element {
+    get {
+      precondition(offset >= 0 && offset < count, "RingBuffer offset \(offset) out of 0..<\(count)")
+      return storage[physicalIndex(offset)]!
+    }
+    set {
+      precondition(offset >= 0 && offset < count, "RingBuffer offset \(offset) out of 0..<\(count)")
+      storage[physicalIndex(offset)] = newValue
+    }
+  }
+
+  /// The first element, or nil when empty.
+  var first: Element? { count > 0 ? storage[head] : nil }
+
+  /// The last element, or nil when empty.
+  var last: Element? { count > 0 ? storage[physicalIndex(count - 1)] : nil }
+
+  /// Removes every element and keeps the storage for reuse.
+  mutating func removeAllKeepingCapacity() {
+    while count > 0 {
+      storage[head] = nil
+      head += 1
+      if head == storage.count { head = 0 }
+      count -= 1
+    }
+    head = 0
+  }
+
+  @inline(__always)
+  private func physicalIndex(_ offset: Int) -> Int {
+    let index = head + offset
+    return index >= storage.count ? index - storage.count : index
+  }
+
   /// Removes and returns every element, oldest first, and gives back the storage.
   mutating func removeAll() -> [Element] {
     var all: [Element] = []
@@ -67,38 +113,4 @@ struct RingBuffer<Element> {
   }
 }
 
-/// A list that stores its first element inline, so the common case (zero or one element) never allocates.
-struct SmallList<Element> {
-  private(set) var first: Element?
-  private(set) var rest: [Element] = []
-
-  var isEmpty: Bool { first == nil }
-
-  mutating func append(_ element: Element) {
-    if first == nil {
-      first = element
-    } else {
-      rest.append(element)
-    }
-  }
-
-}
-
-extension SmallList: Sequence {
-  struct Iterator: IteratorProtocol {
-    let list: SmallList
-    var index = -1
-
-    mutating func next() -> Element? {
-      defer { index += 1 }
-      if index < 0 { return list.first }
-      return index < list.rest.count ? list.rest[index] : nil
-    }
-  }
-
-  func makeIterator() -> Iterator { Iterator(list: self) }
-}
-
 extension RingBuffer: Sendable where Element: Sendable {}
-
-extension SmallList: Sendable where Element: Sendable {}

@@ -1,0 +1,279 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+// The package's one door to the C library: the only file of the core (outside Work/, which the engine's rebuild
+// converts later) that imports Glibc, Musl or Darwin, and the only place that looks symbols up with `dlsym`. Every
+// name here is `package`, so SpindleFoundation, TiltShift, the benchmarks and the CLI use the same shim instead of
+// repeating the `#if canImport(Glibc) … #elseif canImport(Musl) … #elseif canImport(Darwin)` block.
+//
+// Contents, by kind:
+// - `Platform`: one-call facts and actions (processor count, thread id, yield, standard error, symbols, errno text).
+// - `PlatformMutex`, `PlatformCondition`: a pthread mutex and condition variable, which ThreadSanitizer sees.
+// - `ThreadLocalKey`: a pthread thread-specific slot holding a raw pointer.
+// - `PlatformThread`: starts a detached POSIX thread.
+
+/// One-call access to the C library for the whole package: facts about the machine and small system actions.
+///
+/// ```swift
+/// let cores = Platform.onlineProcessorCount
+/// Platform.writeToStandardError("something went wrong\n")
+/// ```
+package enum Platform {
+  /// The number of processors online now (at least 1).
+  package static var onlineProcessorCount: Int {
+    let count = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+    return count > 0 ? count : 1
+  }
+
+  /// An identifier of the calling thread (its `pthread_t`, as a number).
+  package static var currentThreadID: UInt64 {
+    #if canImport(Glibc)
+      return UInt64(pthread_self())
+    #else
+      return UInt64(UInt(bitPattern: pthread_self()))
+    #endif
+  }
+
+  /// Gives up the rest of the calling thread's time slice (`sched_yield`).
+  package static func yieldThread() {
+    sched_yield()
+  }
+
+  /// Writes `text` to standard error unbuffered, retrying short writes; gives up silently if the descriptor fails.
+  package static func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { buffer in
+      var offset = 0
+      while offset < buffer.count {
+        let written = write(2, buffer.baseAddress! + offset, buffer.count - offset)
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { break }
+        offset += written
+      }
+    }
+  }
+
+  /// The calling thread's last C error number (`errno`).
+  package static var lastErrorNumber: Int32 { errno }
+
+  /// The system's sentence for a C error number (`strerror`).
+  package static func errorDescription(_ code: Int32) -> String {
+    String(cString: strerror(code))
+  }
+
+  /// The C function named `name` anywhere in the process (`dlsym(RTLD_DEFAULT, name)`), as type `Function`.
+  ///
+  /// Returns nil when the symbol is not found (a statically linked executable may lack it). `Function` must be the
+  /// symbol's real `@convention(c)` type; the caller vouches for it.
+  ///
+  /// ```swift
+  /// typealias Trim = @convention(c) (Int) -> Int32
+  /// if let trim = Platform.lookUpFunction("malloc_trim", as: Trim.self) { _ = trim(0) }
+  /// ```
+  package static func lookUpFunction<Function>(_ name: String, as type: Function.Type) -> Function? {
+    #if canImport(Darwin)
+      let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
+    #else
+      let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
+    #endif
+    guard let symbol = dlsym(handle, name) else { return nil }
+    return unsafeBitCast(symbol, to: type)
+  }
+
+  /// The sine of `x` radians (the C library's `sin`).
+  package static func sine(_ x: Double) -> Double {
+    sin(x)
+  }
+
+  /// Replaces the file at `path` with `bytes` (`fopen`/`fwrite`/`fclose`); on failure, returns the C error number.
+  ///
+  /// Not atomic: a failure can leave a partial file. Use it for diagnostics (traces); TiltShift's `ImageFile` writes
+  /// outputs atomically.
+  package static func replaceFile(atPath path: String, with bytes: some Collection<UInt8>) -> Int32? {
+    guard let file = fopen(path, "w") else { return errno }
+    let array = Array(bytes)
+    let written = array.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, file) }
+    let writeError = written == array.count ? nil : errno
+    let closed = fclose(file) == 0
+    if let writeError { return writeError }
+    return closed ? nil : errno
+  }
+}
+
+/// A pthread mutex on the heap (adaptive on glibc: it spins briefly before sleeping); ThreadSanitizer sees it.
+///
+/// A handle, not an owner: the type that creates one calls ``destroy()`` exactly once, in its `deinit`, so the lock
+/// costs no object of its own. ``Locked`` is built on it; use it directly only to pair a lock with
+/// ``PlatformCondition``.
+///
+/// ```swift
+/// let mutex = PlatformMutex()
+/// mutex.withLock { counter += 1 }
+/// mutex.destroy()  // in the owner's deinit
+/// ```
+// @unchecked Sendable: a pthread mutex is made for use from any thread; the pointer never changes.
+package struct PlatformMutex: @unchecked Sendable {
+  fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+  /// Creates an unlocked mutex.
+  package init() {
+    mutex = .allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    var attributes = pthread_mutexattr_t()
+    pthread_mutexattr_init(&attributes)
+    #if canImport(Glibc)
+      pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+    #endif
+    let status = pthread_mutex_init(mutex, &attributes)
+    pthread_mutexattr_destroy(&attributes)
+    precondition(status == 0, "Spindle: pthread_mutex_init failed with \(status)")
+  }
+
+  /// Frees the mutex; it must be unlocked and never used again.
+  package func destroy() {
+    pthread_mutex_destroy(mutex)
+    mutex.deinitialize(count: 1)
+    mutex.deallocate()
+  }
+
+  /// Takes the mutex, waiting for it if another thread holds it.
+  @inline(__always)
+  package func lock() { pthread_mutex_lock(mutex) }
+
+  /// Releases the mutex; the calling thread must hold it.
+  @inline(__always)
+  package func unlock() { pthread_mutex_unlock(mutex) }
+
+  /// Runs `body` holding the mutex.
+  @inline(__always)
+  package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body()
+  }
+}
+
+/// A pthread condition variable, used with one ``PlatformMutex``; a handle whose owner calls ``destroy()`` once.
+///
+/// ```swift
+/// mutex.lock()
+/// while queue.isEmpty { condition.wait(on: mutex) }
+/// mutex.unlock()
+/// ```
+// @unchecked Sendable: a pthread condition is made for use from any thread; the pointer never changes.
+package struct PlatformCondition: @unchecked Sendable {
+  private let condition: UnsafeMutablePointer<pthread_cond_t>
+
+  /// Creates a condition variable.
+  package init() {
+    condition = .allocate(capacity: 1)
+    condition.initialize(to: pthread_cond_t())
+    let status = pthread_cond_init(condition, nil)
+    precondition(status == 0, "Spindle: pthread_cond_init failed with \(status)")
+  }
+
+  /// Frees the condition variable; no thread may wait on it any more.
+  package func destroy() {
+    pthread_cond_destroy(condition)
+    condition.deinitialize(count: 1)
+    condition.deallocate()
+  }
+
+  /// Releases `mutex` (which the caller holds), sleeps until signalled (or spuriously), and takes it back.
+  package func wait(on mutex: PlatformMutex) { pthread_cond_wait(condition, mutex.mutex) }
+
+  /// Wakes one waiting thread, if any.
+  package func signal() { pthread_cond_signal(condition) }
+
+  /// Wakes every waiting thread.
+  package func broadcast() { pthread_cond_broadcast(condition) }
+}
+
+/// A thread-specific slot (a pthread key) holding one raw pointer per thread, nil until set.
+///
+/// Keys are a scarce process resource: make one per purpose, in a `static let`, never per object.
+///
+/// ```swift
+/// static let current = ThreadLocalKey()
+/// current.value = UnsafeMutableRawPointer(frame)
+/// ```
+@frozen @usableFromInline
+package struct ThreadLocalKey: @unchecked Sendable {
+  // @unchecked Sendable: a pthread key is an immutable number; each thread reads and writes only its own slot.
+  @usableFromInline let key: pthread_key_t
+
+  /// Creates a key; stops the program if the process has run out of keys.
+  package init() {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key, nil)
+    precondition(status == 0, "Spindle: pthread_key_create failed with status \(status)")
+    self.key = key
+  }
+
+  /// The calling thread's pointer in this slot.
+  @inlinable
+  package var value: UnsafeMutableRawPointer? {
+    @inline(__always) get { pthread_getspecific(key) }
+    @inline(__always) nonmutating set { pthread_setspecific(key, newValue) }
+  }
+}
+
+/// Starts detached POSIX threads, for executors that own their threads.
+package enum PlatformThread {
+  /// Starts a detached thread named `name` (on Apple platforms) that runs `body` and exits.
+  ///
+  /// Stops the program if the system cannot create a thread.
+  ///
+  /// ```swift
+  /// PlatformThread.start(name: "worker-0") { runLoop() }
+  /// ```
+  package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+    let argument = Unmanaged.passRetained(ThreadStart(name: name, body: body)).toOpaque()
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+    #if canImport(Glibc)
+      var thread = pthread_t()
+    #else
+      var thread: pthread_t? = nil
+    #endif
+    let result = pthread_create(&thread, &attributes, threadMain, argument)
+    precondition(result == 0, "Spindle could not start a thread (pthread_create error \(result))")
+  }
+}
+
+/// What a new thread runs; immutable, handed to exactly one thread.
+private final class ThreadStart: Sendable {
+  let name: String
+  let body: @Sendable () -> Void
+  init(name: String, body: @escaping @Sendable () -> Void) {
+    self.name = name
+    self.body = body
+  }
+}
+
+#if canImport(Darwin)
+  private func threadMain(_ argument: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+    runThread(argument)
+    return nil
+  }
+#else
+  private func threadMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    runThread(argument!)
+    return nil
+  }
+#endif
+
+private func runThread(_ argument: UnsafeMutableRawPointer) {
+  let start = Unmanaged<ThreadStart>.fromOpaque(argument).takeRetainedValue()
+  #if canImport(Darwin)
+    _ = pthread_setname_np(start.name)
+  #endif
+  start.body()
+}

@@ -1,0 +1,123 @@
+import Testing
+
+@testable import Spindle
+
+@Suite struct RingBufferTests {
+  @Test func appendPrependAndPopKeepOrderAcrossGrowth() {
+    var ring = RingBuffer<Int>()
+    var model: [Int] = []
+    // Wrap the head around several growths: pop some, prepend some, append many.
+    for round in 0..<5 {
+      for value in 0..<(20 * (round + 1)) {
+        ring.append(value)
+        model.append(value)
+      }
+      for _ in 0..<7 { #expect(ring.popFirst() == model.removeFirst()) }
+      ring.prepend(-round)
+      model.insert(-round, at: 0)
+      #expect(ring.popLast() == model.removeLast())
+      #expect(ring.count == model.count)
+      #expect(ring.first == model.first)
+      #expect(ring.last == model.last)
+      for offset in [0, model.count / 2, model.count - 1] { #expect(ring[offset: offset] == model[offset]) }
+    }
+    #expect(ring.removeAll() == model)
+    #expect(ring.isEmpty)
+    #expect(ring.popFirst() == nil)
+    #expect(ring.popLast() == nil)
+  }
+
+  @Test func removeAllKeepingCapacityEmptiesAndStaysUsable() {
+    var ring = RingBuffer<String>()
+    for value in 0..<40 { ring.append("\(value)") }
+    for _ in 0..<30 { _ = ring.popFirst() }
+    for value in 40..<60 { ring.append("\(value)") }
+    ring.removeAllKeepingCapacity()
+    #expect(ring.isEmpty)
+    ring.append("again")
+    #expect(ring.popFirst() == "again")
+  }
+}
+
+@Suite struct TicketedRingBufferTests {
+  @Test func removalByTicketLeavesTheRestInOrder() {
+    var line = TicketedRingBuffer<Int>()
+    let tickets = (0..<10).map { line.append($0) }
+    #expect(line.remove(tickets[4]) == 4)
+    #expect(line.remove(tickets[0]) == 0)
+    #expect(line.remove(tickets[9]) == 9)
+    #expect(line.count == 7)
+    #expect(!line.contains(tickets[4]))
+    #expect(line.contains(tickets[5]))
+    #expect(line.removeAll() == [1, 2, 3, 5, 6, 7, 8])
+  }
+
+  @Test func staleTicketsFindNothing() {
+    var line = TicketedRingBuffer<Int>()
+    let first = line.append(1)
+    let second = line.append(2)
+    #expect(line.popFirst() == 1)
+    #expect(line.remove(first) == nil, "already popped")
+    #expect(line.remove(second) == 2)
+    #expect(line.remove(second) == nil, "already removed")
+    // Tickets are never reused: a new element does not answer to an old ticket.
+    let third = line.append(3)
+    #expect(third != second && third != first)
+    #expect(line.remove(second) == nil)
+    #expect(line.popFirst() == 3)
+    #expect(line.popFirst() == nil)
+  }
+
+  @Test func holesAtEitherEndAreDroppedSoChurnDoesNotGrowTheLine() {
+    var line = TicketedRingBuffer<Int>()
+    let head = line.append(-1)
+    // Every newcomer leaves again (a waiter that is cancelled) while the head stays.
+    for value in 0..<10_000 {
+      let ticket = line.append(value)
+      #expect(line.remove(ticket) == value)
+    }
+    #expect(line.slotCountForTesting == 1)
+    // Holes in the middle disappear once they reach the front.
+    let middle = (0..<50).map { line.append($0) }
+    for ticket in middle.dropLast() { line.remove(ticket) }
+    #expect(line.count == 2)
+    #expect(line.remove(head) == -1)
+    #expect(line.slotCountForTesting == 1)
+    #expect(line.first == 49)
+  }
+
+  @Test func matchesAModelUnderRandomOperations() {
+    var line = TicketedRingBuffer<Int>()
+    var model: [(ticket: TicketedRingBuffer<Int>.Ticket, value: Int)] = []
+    var generator = SplitMix(seed: 42)
+    for step in 0..<20_000 {
+      switch generator.next() % 3 {
+      case 0:
+        model.append((line.append(step), step))
+      case 1:
+        let popped = line.popFirst()
+        #expect(popped == (model.isEmpty ? nil : model.removeFirst().value))
+      default:
+        guard !model.isEmpty else { continue }
+        let index = Int(generator.next() % UInt64(model.count))
+        #expect(line.remove(model[index].ticket) == model[index].value)
+        model.remove(at: index)
+      }
+      #expect(line.count == model.count)
+    }
+    #expect(line.removeAll() == model.map(\.value))
+  }
+}
+
+/// A tiny deterministic generator for model tests.
+private struct SplitMix {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
