@@ -206,7 +206,7 @@ private func interleavedRows(
     for (index, contender) in contenders.enumerated() {
       let start = clock.now
       await contender.body()
-      seconds[index].append((clock.now - start).seconds)
+      seconds[index].append((clock.now - start).secondsValue)
     }
   }
   return contenders.indices.map { index in

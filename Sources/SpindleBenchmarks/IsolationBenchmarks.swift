@@ -283,7 +283,7 @@ private func concurrentMapResults(_ options: BenchmarkOptions) async -> [Benchma
     for (index, contender) in contenders.enumerated() {
       let start = clock.now
       await contender.body()
-      seconds[index].append((clock.now - start).seconds)
+      seconds[index].append((clock.now - start).secondsValue)
     }
   }
   return contenders.indices.map { index in

@@ -9,12 +9,12 @@ import Foundation
 /// let workers = Stress.scaled(8)  // 8, or 80 under SPINDLE_STRESS=1
 /// ```
 package enum Stress {
-  /// Whether `SPINDLE_STRESS` is `1`.
+  /// Whether `SPINDLE_STRESS` is `1` or `full`.
   package static let enabled: Bool = isEnabled(ProcessInfo.processInfo.environment["SPINDLE_STRESS"])
 
-  /// How `SPINDLE_STRESS`'s value is read: exactly `1` enables the large sizes; anything else (unset, `0`,
+  /// How `SPINDLE_STRESS`'s value is read: `1` or `full` enables the large sizes; anything else (unset, `0`,
   /// `yes`) keeps the bounded ones.
-  package static func isEnabled(_ value: String?) -> Bool { value == "1" }
+  package static func isEnabled(_ value: String?) -> Bool { value == "1" || value == "full" }
 
   /// `small` normally, `large` under `SPINDLE_STRESS=1`.
   package static func size(small: Int, large: Int) -> Int { enabled ? large : small }

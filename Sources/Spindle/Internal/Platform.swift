@@ -187,6 +187,14 @@ package struct PlatformCondition: @unchecked Sendable {
   /// Releases `mutex` (which the caller holds), sleeps until signalled (or spuriously), and takes it back.
   package func wait(on mutex: PlatformMutex) { pthread_cond_wait(condition, mutex.mutex) }
 
+  /// Like ``wait(on:)``, but gives up after `seconds`; returns `false` when it timed out.
+  package func wait(on mutex: PlatformMutex, seconds: Int) -> Bool {
+    var deadline = timespec()
+    clock_gettime(CLOCK_REALTIME, &deadline)
+    deadline.tv_sec += seconds
+    return pthread_cond_timedwait(condition, mutex.mutex, &deadline) != ETIMEDOUT
+  }
+
   /// Wakes one waiting thread, if any.
   package func signal() { pthread_cond_signal(condition) }
 

@@ -1,13 +1,5 @@
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 // Why not `Synchronization.Mutex`: on Linux it is built on raw futex calls inside the prebuilt standard
 // library, which ThreadSanitizer does not see, so every access it protects is reported as a race. The
 // locks below are visible to ThreadSanitizer: one intercepts pthread calls, the other is made of atomics.
@@ -45,7 +37,7 @@ struct SpinLock: ~Copyable {
         return
       }
       spins += 1
-      if spins > 100 { sched_yield() }
+      if spins > 100 { Platform.yieldThread() }
     }
   }
 

@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// What a running body can learn about its own work item: its name and whether it was cancelled.
 ///
 /// Read ``current`` from inside a body (synchronous, `async` or callback) of a ``WorkQueue``; outside a
@@ -71,26 +63,21 @@ public struct WorkContext: Sendable {
   /// The work item whose body runs on this thread or task.
   static var currentWork: AnyWork? {
     if let work = taskWork { return work }
-    guard let pointer = pthread_getspecific(threadWorkKey) else { return nil }
+    guard let pointer = threadWorkKey.value else { return nil }
     return Unmanaged<AnyWork>.fromOpaque(pointer).takeUnretainedValue()
   }
 
   /// Marks `work` as running on this thread; returns what to restore afterwards.
   static func bind(_ work: AnyWork) -> UnsafeMutableRawPointer? {
-    let saved = pthread_getspecific(threadWorkKey)
-    pthread_setspecific(threadWorkKey, Unmanaged.passUnretained(work).toOpaque())
+    let saved = threadWorkKey.value
+    threadWorkKey.value = Unmanaged.passUnretained(work).toOpaque()
     return saved
   }
 
   static func restore(_ saved: UnsafeMutableRawPointer?) {
-    pthread_setspecific(threadWorkKey, saved)
+    threadWorkKey.value = saved
   }
 }
 
 /// The thread-specific slot that holds the work item whose synchronous or callback body runs on a thread.
-private let threadWorkKey: pthread_key_t = {
-  var key = pthread_key_t()
-  let status = pthread_key_create(&key, nil)
-  precondition(status == 0, "Spindle: pthread_key_create failed with \(status)")
-  return key
-}()
+private let threadWorkKey = ThreadLocalKey()

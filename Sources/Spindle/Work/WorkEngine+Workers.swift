@@ -1,13 +1,5 @@
 import Dispatch
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 // Workers: who runs bodies, on which thread.
 //
 // - A synchronous or callback body runs on a worker: a loop on a thread of the `WorkerPool`, so width N really
@@ -133,7 +125,7 @@ extension WorkEngine {
   private func linger() -> AnyWork? {
     for spin in 0..<Self.lingerSpins {
       if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) { break }
-      if spin >= 16 { sched_yield() }
+      if spin >= 16 { Platform.yieldThread() }
     }
     let (step, starts) = state.withLock { state in
       let step = state.scheduler.lingerEnded()

@@ -1,14 +1,6 @@
 import Dispatch
 import Synchronization
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// The core of a ``WorkQueue``: its scheduler, its workers and its unfinished items.
 ///
 /// Work items hold the engine (not the public `WorkQueue`) while they are unfinished, so a queue handle can go

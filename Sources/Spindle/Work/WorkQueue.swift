@@ -1,13 +1,5 @@
 import Dispatch
 
-#if canImport(Glibc)
-  import Glibc
-#elseif canImport(Musl)
-  import Musl
-#elseif canImport(Darwin)
-  import Darwin
-#endif
-
 /// A scheduler for typed work items with dependencies, a width, priorities and cancellation.
 ///
 /// Add work with `add` (synchronous or `async` bodies) or `addCallback` (callback-style bodies). Each call
@@ -90,7 +82,7 @@ public final class WorkQueue: Sendable {
 
   /// The number of processors currently available, the default width of a queue.
   public static var activeProcessorCount: Int {
-    Swift.max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    Platform.onlineProcessorCount
   }
 
   /// The width: the largest number of bodies that run at once (1: a serial queue). Settable at any time.

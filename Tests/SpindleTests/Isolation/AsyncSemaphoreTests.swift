@@ -175,7 +175,7 @@ import Testing
     let gauge = ConcurrencyGauge()
     let admitted = Counter()
     let cancelled = Counter()
-    let tasks = stressSize(200)
+    let tasks = Stress.scaled(200)
     var handles: [Task<Void, Never>] = []
     for index in 0..<tasks {
       handles.append(
@@ -208,7 +208,7 @@ import Testing
 
   @Test func cancellationBeforeQueueingTakesAHandedOverPermitAndPassesItOn() async throws {
     // Many rounds of: a waiter registers, a signal and a cancellation race its queueing.
-    for _ in 0..<stressSize(300) {
+    for _ in 0..<Stress.scaled(300) {
       let permits = AsyncSemaphore(value: 0)
       let waiter = Task { try await permits.waitUnlessCancelled() }
       let signaller = Task.detached { permits.signal() }
