@@ -210,6 +210,7 @@ public final class WorkQueue: Sendable {
       acceptsFailedDependencies: acceptsFailedDependencies,
       body: body
     )
+    trace?.recordAdded(work, dependencies: dependencies)
     if dependencies.isEmpty {
       _ = work.dependencyResolved()  // pending → ready; nothing else can see the item yet
       let start: Bool = scheduler.withLock { state in
