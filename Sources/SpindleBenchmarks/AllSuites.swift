@@ -3,6 +3,7 @@ public let allBenchmarkSuites: [BenchmarkSuite] = [
   executorBenchmarkSuite,
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,
+  observabilityBenchmarkSuite,
   queueBenchmarkSuite,
   tiltShiftBenchmarkSuite,
   workQueueBenchmarkSuite,

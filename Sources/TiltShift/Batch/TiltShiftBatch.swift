@@ -37,6 +37,8 @@ public struct BatchConfiguration: Sendable {
   public var maxImagesInMemory: Int
   /// Whether an existing output file may be replaced.
   public var replaceExisting: Bool
+  /// Records every decode, filter and encode item of the batch (see `WorkTrace`); nil records nothing.
+  public var trace: WorkTrace?
 
   /// Creates a configuration; the defaults use every core and keep `jobs + 1` images in memory.
   public init(
@@ -47,7 +49,8 @@ public struct BatchConfiguration: Sendable {
     jobs: Int = WorkQueue.activeProcessorCount,
     bandsPerImage: Int = WorkQueue.activeProcessorCount,
     maxImagesInMemory: Int? = nil,
-    replaceExisting: Bool = false
+    replaceExisting: Bool = false,
+    trace: WorkTrace? = nil
   ) {
     self.filter = filter
     self.decoder = decoder
@@ -57,6 +60,7 @@ public struct BatchConfiguration: Sendable {
     self.bandsPerImage = max(1, bandsPerImage)
     self.maxImagesInMemory = max(1, maxImagesInMemory ?? (max(1, jobs) + 1))
     self.replaceExisting = replaceExisting
+    self.trace = trace
   }
 
   /// One file at a time, one thread per filter: the baseline the demo compares against.
@@ -214,8 +218,8 @@ public final class TiltShiftBatch: Sendable {
   public init(items: [BatchItem], configuration: BatchConfiguration = BatchConfiguration()) {
     self.items = items
     self.configuration = configuration
-    codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs)
-    filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs)
+    codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs, trace: configuration.trace)
+    filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs, trace: configuration.trace)
     state = TSanVisibleMutex(
       State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
     )

@@ -14,13 +14,17 @@ enum DemoCommand {
       Needs no files: the photos are drawn procedurally. Each photo is decoded, filtered and encoded as three
       dependent Work items on Spindle's WorkQueue. The serial run uses one file and one thread at a time; the
       concurrent run uses every core, both across files and inside each filter.
+
+      Both runs are recorded: the output folder gets timeline-serial.svg, timeline-concurrent.svg and an
+      index.html that shows the photos and both timelines side by side. --trace, --timeline and --graph
+      write the concurrent run's trace, timeline and dependency graph to files of your choice as well.
       """,
     options: [
       OptionSpec(name: "output", short: "o", valueName: "dir", help: "Where to write (default ./spindle-demo-output)."),
       OptionSpec(name: "count", valueName: "n", help: "How many sample photos (default 6)."),
       OptionSpec(name: "size", valueName: "WxH", help: "Photo size in pixels (default 2400x1600)."),
       OptionSpec(name: "jobs", short: "j", valueName: "n", help: "Width of the concurrent run (default: cores)."),
-    ]
+    ] + TraceOutputs.options
   )
 
   static func run(_ arguments: [String]) async throws -> Int32 {
@@ -33,6 +37,7 @@ enum DemoCommand {
     let jobs = try parsed.int("jobs", default: WorkQueue.activeProcessorCount, range: 1...256)
     let (width, height) = try parseSize(parsed.string("size") ?? "2400x1600", usage: spec.usage)
     let root = parsed.string("output") ?? "spindle-demo-output"
+    let traceOutputs = try TraceOutputs(parsed, usage: spec.usage)
     let folders = ["inputs", "serial", "concurrent"].map { (root as NSString).appendingPathComponent($0) }
     for folder in folders {
       do {
@@ -67,7 +72,10 @@ enum DemoCommand {
     )
 
     // 2. The same batch twice.
-    func batch(into folder: String, configuration: BatchConfiguration) async -> (BatchSummary, Double) {
+    func batch(
+      into folder: String,
+      configuration: BatchConfiguration
+    ) async -> (BatchSummary, Double, WorkTrace) {
       let items = names.map { name in
         BatchItem(
           input: (folders[0] as NSString).appendingPathComponent(name),
@@ -77,14 +85,15 @@ enum DemoCommand {
       }
       var configuration = configuration
       configuration.replaceExisting = true
+      configuration.trace = WorkTrace()
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
       let summary = await run.run()
-      return (summary, (clock.now - start).seconds)
+      return (summary, (clock.now - start).seconds, configuration.trace!)
     }
-    let (serial, serialSeconds) = await batch(into: folders[1], configuration: .serial())
+    let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())
     report("serial", "1 file at a time, 1 thread per filter", serial, serialSeconds)
-    let (concurrent, concurrentSeconds) = await batch(
+    let (concurrent, concurrentSeconds, concurrentTrace) = await batch(
       into: folders[2],
       configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)
     )
@@ -110,6 +119,16 @@ enum DemoCommand {
         + " on \(cores) cores; outputs " + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
     )
     Terminal.out("  look at: \(folders[1])/ and \(folders[2])/ (inputs in \(folders[0])/)")
+
+    // 4. Pictures of both runs, and a page that shows everything side by side.
+    let page = DemoPage(
+      root: root, names: names, cores: cores, jobs: jobs,
+      serial: (serialTrace, serialSeconds), concurrent: (concurrentTrace, concurrentSeconds), identical: identical)
+    guard page.write() else { return 1 }
+    if traceOutputs.isRequested {
+      let title = "spindle demo, concurrent run: \(count) photos, \(jobs) at a time"
+      guard traceOutputs.write(concurrentTrace, title: title) else { return 1 }
+    }
     return identical ? 0 : 1
   }
 

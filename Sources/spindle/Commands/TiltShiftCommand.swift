@@ -41,7 +41,7 @@ enum TiltShiftCommand {
       OptionSpec(name: "overwrite", help: "Replace existing outputs (never inputs)."),
       OptionSpec(name: "quiet", short: "q", help: "Print only errors and the summary."),
       OptionSpec(name: "json", help: "Print a machine-readable JSON summary on stdout."),
-    ]
+    ] + TraceOutputs.options
   )
 
   static func run(_ arguments: [String]) async throws -> Int32 {
@@ -86,6 +86,8 @@ enum TiltShiftCommand {
     }
     let quiet = parsed.flag("quiet")
     let json = parsed.flag("json")
+    let traceOutputs = try TraceOutputs(parsed, usage: usage)
+    let recording = traceOutputs.isRequested ? WorkTrace() : nil
 
     // Plan every input, then take this shard's slice, so all shards agree on collisions. Nothing is written
     // before the plan is whole.
@@ -137,7 +139,8 @@ enum TiltShiftCommand {
       jpegQuality: quality,
       jobs: jobs,
       bandsPerImage: WorkQueue.activeProcessorCount,
-      replaceExisting: parsed.flag("overwrite")
+      replaceExisting: parsed.flag("overwrite"),
+      trace: recording
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
     let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
@@ -182,8 +185,13 @@ enum TiltShiftCommand {
     } else {
       Terminal.error(result.text)
     }
+    var tracesWritten = true
+    if let recording {
+      let title = "spindle tiltshift: \(items.count) file\(items.count == 1 ? "" : "s"), \(jobs) at a time"
+      tracesWritten = traceOutputs.write(recording, title: title, quiet: quiet)
+    }
     if interrupted { return 130 }
-    return rejected.isEmpty && summary.progress.failed == 0 ? 0 : 1
+    return rejected.isEmpty && summary.progress.failed == 0 && tracesWritten ? 0 : 1
   }
 
   static func line(for report: FileReport) -> String {

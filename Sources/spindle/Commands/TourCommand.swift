@@ -11,8 +11,16 @@ enum TourCommand {
     abstract: "Walk through the concurrency playground's pages as runnable scenarios.",
     discussion: "Without PAGE every page runs in order. Pages: \(pages.map(\.name).joined(separator: ", ")).",
     positionals: [("page", "One page to run (see --list).", false, true)],
-    options: [OptionSpec(name: "list", help: "List the pages and exit.")]
+    options: [
+      OptionSpec(name: "list", help: "List the pages and exit."),
+      OptionSpec(
+        name: "timeline", valueName: "dir",
+        help: "Write SVG timelines of the pages that compare serial and concurrent work (queue, pipeline) into dir."),
+    ]
   )
+
+  /// Where pages write their timelines (`--timeline`), if anywhere.
+  static let timelineFolder = TSanVisibleMutex<String?>(nil)
 
   struct Page: Sendable {
     var name: String
@@ -43,6 +51,15 @@ enum TourCommand {
       }
       return 0
     }
+    if let folder = parsed.string("timeline") {
+      do {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      } catch {
+        Terminal.error("error: cannot create \(folder): \(error.localizedDescription)")
+        return 1
+      }
+      timelineFolder.withLock { $0 = folder }
+    }
     var selected = pages
     if let name = parsed.positionals.first {
       guard
@@ -70,6 +87,19 @@ enum TourCommand {
   static func slowFilter(_ pixels: [UInt8]) -> [UInt8] {
     usleep(100_000)
     return pixels.map { 255 - $0 }
+  }
+
+  /// A trace for a page's queue when `--timeline` was given.
+  static func pageTrace() -> WorkTrace? {
+    timelineFolder.withLock { $0 } == nil ? nil : WorkTrace()
+  }
+
+  /// Writes `trace`'s timeline as `name` into the `--timeline` folder and says where.
+  static func drawTimeline(_ trace: WorkTrace?, name: String, title: String) throws {
+    guard let trace, let folder = timelineFolder.withLock({ $0 }) else { return }
+    let path = (folder as NSString).appendingPathComponent(name)
+    try trace.writeTimeline(toFile: path, title: title)
+    show("timeline: \(path)")
   }
 
   static func time(_ body: () throws -> Void) rethrows -> Double {
