@@ -207,7 +207,7 @@ private struct TimelineRenderer {
     summary += threadIndex.count == 1 ? "" : "s"
     summary += " · \(durationText(.nanoseconds(Int64(span * 1e9)))) from first added to last ended"
     if !threadIndex.isEmpty {
-      summary += " · threads busy \(Int((100 * busy / (span * Double(threadIndex.count))).rounded()))%"
+      summary += " · on average \(decimalText(busy / span, places: 1)) bodies running"
     }
     if !waits.isEmpty {
       summary += " · median wait \(durationText(.nanoseconds(Int64(waits[waits.count / 2] * 1e9))))"
