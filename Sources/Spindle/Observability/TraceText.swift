@@ -59,6 +59,28 @@ func microsecondsText(_ duration: Duration) -> String {
   return sign + String(magnitude / 1000) + "." + String(repeating: "0", count: 3 - fraction.count) + fraction
 }
 
+/// Appends the duration in microseconds with three decimals, as ``microsecondsText(_:)`` does, without temporaries.
+func appendMicroseconds(_ duration: Duration, to out: inout String) {
+  let nanoseconds = nanoseconds(duration)
+  if nanoseconds < 0 { out += "-" }
+  let magnitude = nanoseconds.magnitude
+  out += String(magnitude / 1000)
+  let fraction = magnitude % 1000
+  out += fraction < 10 ? ".00" : fraction < 100 ? ".0" : "."
+  out += String(fraction)
+}
+
+/// Appends `text` as a JSON string literal; text with nothing to escape is copied as is.
+func appendJSONString(_ text: String, to out: inout String) {
+  if text.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+    out += "\""
+    out += text
+    out += "\""
+  } else {
+    out += jsonString(text)
+  }
+}
+
 /// `value` rounded to `places` decimals, without exponent ("3.14", "-0.5", "12").
 func decimalText(_ value: Double, places: Int) -> String {
   guard value.isFinite else { return "0" }

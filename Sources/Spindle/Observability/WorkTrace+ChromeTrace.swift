@@ -33,34 +33,72 @@ extension WorkTrace {
     var byID: [Int: WorkTraceEvent] = [:]
     for event in events { byID[event.id] = event }
 
-    var lines: [String] = [
-      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"Spindle WorkTrace\"}}"
-    ]
-    for (thread, tid) in threadNumbers.sorted(by: { $0.value < $1.value }) {
-      _ = thread
+    var out = "{\"traceEvents\":[\n"
+    out.reserveCapacity(events.count * 360 + 4096)
+    var first = true
+    func line(_ body: (inout String) -> Void) {
+      if !first { out += ",\n" }
+      first = false
+      body(&out)
+    }
+    line {
+      $0 += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"Spindle WorkTrace\"}}"
+    }
+    for tid in threadNumbers.values.sorted() {
       let queues = threadQueues[tid] ?? []
       let label = queues.isEmpty ? "thread \(tid) (ended work)" : "thread \(tid) (\(queues.joined(separator: ", ")))"
-      lines.append(
-        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":\(tid),\"args\":{\"name\":\(jsonString(label))}}")
-      lines.append(
-        "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":\(tid),\"args\":{\"sort_index\":\(tid)}}")
+      line {
+        $0 += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":\(tid),\"args\":{\"name\":"
+        $0 += jsonString(label) + "}}"
+      }
+      line {
+        $0 += "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":\(tid),\"args\":{\"sort_index\":\(tid)}}"
+      }
     }
+    var quotedQueues: [String: String] = [:]
     for event in byStart {
       let tid = threadNumbers[event.thread]!
-      let queue = jsonString(event.queue)
-      let dependencies = event.dependencies.map(String.init).joined(separator: ",")
-      let args =
-        "\"args\":{\"id\":\(event.id),\"queue\":\(queue),\"outcome\":\(jsonString("\(event.outcome.label)")),"
-        + "\"attempts\":\(event.attempts),\"dependencies\":[\(dependencies)],"
-        + "\"enqueued_us\":\(microsecondsText(event.enqueued)),\"waited_us\":\(microsecondsText(event.waited))}"
-      let head = "{\"name\":\(jsonString(event.name)),\"cat\":\(queue),"
-      if event.ran {
-        lines.append(
-          head + "\"ph\":\"X\",\"ts\":\(microsecondsText(event.start)),\"dur\":\(microsecondsText(event.duration)),"
-            + "\"pid\":1,\"tid\":\(tid),\(args)}")
+      let queue: String
+      if let known = quotedQueues[event.queue] {
+        queue = known
       } else {
-        lines.append(
-          head + "\"ph\":\"i\",\"s\":\"t\",\"ts\":\(microsecondsText(event.start)),\"pid\":1,\"tid\":\(tid),\(args)}")
+        queue = jsonString(event.queue)
+        quotedQueues[event.queue] = queue
+      }
+      line { out in
+        out += "{\"name\":"
+        appendJSONString(event.name, to: &out)
+        out += ",\"cat\":"
+        out += queue
+        if event.ran {
+          out += ",\"ph\":\"X\",\"ts\":"
+          appendMicroseconds(event.start, to: &out)
+          out += ",\"dur\":"
+          appendMicroseconds(event.duration, to: &out)
+        } else {
+          out += ",\"ph\":\"i\",\"s\":\"t\",\"ts\":"
+          appendMicroseconds(event.start, to: &out)
+        }
+        out += ",\"pid\":1,\"tid\":"
+        out += String(tid)
+        out += ",\"args\":{\"id\":"
+        out += String(event.id)
+        out += ",\"queue\":"
+        out += queue
+        out += ",\"outcome\":\""
+        out += event.outcome.label
+        out += "\",\"attempts\":"
+        out += String(event.attempts)
+        out += ",\"dependencies\":["
+        for (index, dependency) in event.dependencies.enumerated() {
+          if index > 0 { out += "," }
+          out += String(dependency)
+        }
+        out += "],\"enqueued_us\":"
+        appendMicroseconds(event.enqueued, to: &out)
+        out += ",\"waited_us\":"
+        appendMicroseconds(event.waited, to: &out)
+        out += "}}"
       }
     }
     // Flow arrows, bound to the middle of each slice so both viewers attach them to the right one.
@@ -71,22 +109,35 @@ extension WorkTrace {
         flow += 1
         let from = dependency.start + (dependency.end - dependency.start) / 2
         let to = event.start + (event.end - event.start) / 2
-        lines.append(
-          "{\"name\":\"dependency\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":\(flow),\"ts\":\(microsecondsText(from)),"
-            + "\"pid\":1,\"tid\":\(threadNumbers[dependency.thread]!)}")
-        lines.append(
-          "{\"name\":\"dependency\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":\(flow),"
-            + "\"ts\":\(microsecondsText(to)),\"pid\":1,\"tid\":\(threadNumbers[event.thread]!)}")
+        line { out in
+          out += "{\"name\":\"dependency\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":\(flow),\"ts\":"
+          appendMicroseconds(from, to: &out)
+          out += ",\"pid\":1,\"tid\":\(threadNumbers[dependency.thread]!)}"
+        }
+        line { out in
+          out += "{\"name\":\"dependency\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":\(flow),\"ts\":"
+          appendMicroseconds(to, to: &out)
+          out += ",\"pid\":1,\"tid\":\(threadNumbers[event.thread]!)}"
+        }
       }
     }
     for queue in WaitingProfile(events).queues {
       let name = jsonString("waiting · \(queue.name)")
       for step in queue.steps {
-        lines.append(
-          "{\"name\":\(name),\"ph\":\"C\",\"ts\":\(microsecondsText(step.time)),\"pid\":1,"
-            + "\"args\":{\"for dependencies\":\(step.blocked),\"ready, for a slot\":\(step.ready)}}")
+        line { out in
+          out += "{\"name\":"
+          out += name
+          out += ",\"ph\":\"C\",\"ts\":"
+          appendMicroseconds(step.time, to: &out)
+          out += ",\"pid\":1,\"args\":{\"for dependencies\":"
+          out += String(step.blocked)
+          out += ",\"ready, for a slot\":"
+          out += String(step.ready)
+          out += "}}"
+        }
       }
     }
-    return "{\"traceEvents\":[\n" + lines.joined(separator: ",\n") + "\n],\"displayTimeUnit\":\"ms\"}\n"
+    out += "\n],\"displayTimeUnit\":\"ms\"}\n"
+    return out
   }
 }
