@@ -12,7 +12,7 @@ extension WorkTrace {
     Self.graphDOT(items, title: title)
   }
 
-  /// The dependency graph as Mermaid flowchart text (GitHub renders it in a ```` ```mermaid ```` block).
+  /// The dependency graph as Mermaid flowchart text (GitHub renders it inside a `mermaid` code block).
   ///
   /// Nodes carry the item's name, state and duration, and a class per state that colours them.
   ///
