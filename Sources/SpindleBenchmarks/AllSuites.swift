@@ -3,6 +3,7 @@ package let allBenchmarkSuites: [BenchmarkSuite] = [
   executorBenchmarkSuite,
   foundationBenchmarkSuite,
   isolationBenchmarkSuite,
+  observabilityBenchmarkSuite,
   queueBenchmarkSuite,
   tiltShiftBenchmarkSuite,
   workQueueBenchmarkSuite,

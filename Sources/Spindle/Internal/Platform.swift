@@ -90,18 +90,30 @@ package enum Platform {
     sin(x)
   }
 
-  /// Replaces the file at `path` with `bytes` (`fopen`/`fwrite`/`fclose`); on failure, returns the C error number.
-  ///
-  /// Not atomic: a failure can leave a partial file. Use it for diagnostics (traces); TiltShift's `ImageFile` writes
-  /// outputs atomically.
+  /// Writes `bytes` to a temporary file next to `path`, then renames it over `path`: readers see the old file or
+  /// the whole new one, never half of it, and nothing is left behind when it fails. Returns the `errno` of a
+  /// failure, `nil` on success.
   package static func replaceFile(atPath path: String, with bytes: some Collection<UInt8>) -> Int32? {
-    guard let file = fopen(path, "w") else { return errno }
+    let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0o644)
+    guard descriptor >= 0 else { return errno }
     let array = Array(bytes)
-    let written = array.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, file) }
-    let writeError = written == array.count ? nil : errno
-    let closed = fclose(file) == 0
-    if let writeError { return writeError }
-    return closed ? nil : errno
+    var failure: Int32? = array.withUnsafeBufferPointer { buffer in
+      var offset = 0
+      while offset < buffer.count {
+        let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+        if written < 0 {
+          if errno == EINTR { continue }
+          return errno
+        }
+        offset += written
+      }
+      return nil
+    }
+    if close(descriptor) != 0, failure == nil { failure = errno }
+    if failure == nil, rename(temporary, path) != 0 { failure = errno }
+    if failure != nil { unlink(temporary) }
+    return failure
   }
 }
 

@@ -203,6 +203,7 @@ public final class WorkQueue: Sendable {
       options: options,
       body: body
     )
+    engine.trace?.recordAdded(work, dependencies: dependencies)
     engine.admit(work, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }
     return work

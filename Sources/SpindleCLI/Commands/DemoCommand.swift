@@ -13,6 +13,10 @@ struct DemoCommand: ParsableCommand {
       Needs no files: the photos are drawn procedurally. Each photo is decoded, filtered and encoded as three
       dependent Work items on Spindle's WorkQueue. The serial run uses one file and one thread at a time; the
       concurrent run uses every core, both across files and inside each filter.
+
+      Both runs are recorded: the output folder gets timeline-serial.svg, timeline-concurrent.svg and an
+      index.html that shows the photos and both timelines side by side. --trace, --timeline and --graph
+      write the concurrent run's trace, timeline and dependency graph to files of your choice as well.
       """
   )
 
@@ -48,6 +52,9 @@ struct DemoCommand: ParsableCommand {
     let jobs = Option<Int>.integer(
       "jobs", short: "j", help: "Width of the concurrent run.", default: WorkQueue.activeProcessorCount,
       defaultDescription: "cores", range: 1...256)
+    let trace = TraceOutputs.traceOption
+    let timeline = TraceOutputs.timelineOption
+    let graph = TraceOutputs.graphOption
   }
 
   var output: String
@@ -60,7 +67,10 @@ struct DemoCommand: ParsableCommand {
     count = arguments[\.count]
     size = arguments[\.size]
     jobs = arguments[\.jobs]
+    traceOutputs = TraceOutputs(trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])
   }
+
+  var traceOutputs: TraceOutputs
 
   func run() async throws -> Int32 {
     let (count, jobs, width, height, root) = (count, jobs, size.width, size.height, output)
@@ -98,7 +108,10 @@ struct DemoCommand: ParsableCommand {
     )
 
     // 2. The same batch twice.
-    func batch(into folder: String, configuration: BatchConfiguration) async -> (BatchSummary, Double) {
+    func batch(
+      into folder: String,
+      configuration: BatchConfiguration
+    ) async -> (BatchSummary, Double, WorkTrace) {
       let items = names.map { name in
         BatchItem(
           input: (folders[0] as NSString).appendingPathComponent(name),
@@ -108,14 +121,16 @@ struct DemoCommand: ParsableCommand {
       }
       var configuration = configuration
       configuration.replaceExisting = true
+      let trace = WorkTrace()
+      configuration.trace = trace
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
       let summary = await run.run()
-      return (summary, (clock.now - start).secondsValue)
+      return (summary, (clock.now - start).secondsValue, trace)
     }
-    let (serial, serialSeconds) = await batch(into: folders[1], configuration: .serial())
+    let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())
     Self.report("serial", "1 file at a time, 1 thread per filter", serial, serialSeconds)
-    let (concurrent, concurrentSeconds) = await batch(
+    let (concurrent, concurrentSeconds, concurrentTrace) = await batch(
       into: folders[2],
       configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)
     )
@@ -141,6 +156,16 @@ struct DemoCommand: ParsableCommand {
         + " on \(cores) cores; outputs " + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
     )
     Terminal.out("  look at: \(folders[1])/ and \(folders[2])/ (inputs in \(folders[0])/)")
+
+    // 4. Pictures of both runs, and a page that shows everything side by side.
+    let page = DemoPage(
+      root: root, names: names, cores: cores, jobs: jobs,
+      serial: (serialTrace, serialSeconds), concurrent: (concurrentTrace, concurrentSeconds), identical: identical)
+    guard page.write() else { return 1 }
+    if traceOutputs.isRequested {
+      let title = "spindle demo, concurrent run: \(count) photos, \(jobs) at a time"
+      guard traceOutputs.write(concurrentTrace, title: title) else { return 1 }
+    }
     return identical ? 0 : 1
   }
 

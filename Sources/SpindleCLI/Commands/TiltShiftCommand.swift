@@ -80,6 +80,9 @@ struct TiltShiftCommand: ParsableCommand {
     let overwrite = Option<Bool>.flag("overwrite", help: "Replace existing outputs (never inputs).")
     let quiet = Option<Bool>.flag("quiet", short: "q", help: "Print only errors and the summary.")
     let json = Option<Bool>.flag("json", help: "Print a machine-readable JSON summary on stdout.")
+    let trace = TraceOutputs.traceOption
+    let timeline = TraceOutputs.timelineOption
+    let graph = TraceOutputs.graphOption
   }
 
   /// Parses `a-b` for `--band`: two fractions with 0 ≤ a ≤ b ≤ 1.
@@ -187,6 +190,9 @@ struct TiltShiftCommand: ParsableCommand {
       }
     }
 
+    let traceOutputs = TraceOutputs(
+      trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])
+    let recording = traceOutputs.isRequested ? WorkTrace() : nil
     let configuration = BatchConfiguration(
       filter: TiltShiftFilter(parameters: parameters),
       decoder: ImageDecoder(maxPixels: maxPixels, isLenient: arguments[\.lenient]),
@@ -197,7 +203,8 @@ struct TiltShiftCommand: ParsableCommand {
       replaceExisting: overwrite,
       stripsMetadata: arguments[\.strip],
       background: arguments[\.background],
-      memoryBudget: arguments[\.memory]
+      memoryBudget: arguments[\.memory],
+      trace: recording
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
     let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
@@ -247,8 +254,13 @@ struct TiltShiftCommand: ParsableCommand {
     } else {
       Terminal.error(result.text)
     }
+    var tracesWritten = true
+    if let recording {
+      let title = "spindle tiltshift: \(items.count) file\(items.count == 1 ? "" : "s"), \(jobs) at a time"
+      tracesWritten = traceOutputs.write(recording, title: title, quiet: quiet)
+    }
     if interrupted { return 130 }
-    return rejected.isEmpty && summary.progress.failed == 0 ? 0 : 1
+    return rejected.isEmpty && summary.progress.failed == 0 && tracesWritten ? 0 : 1
   }
 
   /// Whether a file's report gets a line of its own on standard error: always for an error; with `--quiet`

@@ -34,12 +34,14 @@ extension TourCommand {
     let images = (1...4).map { photo(UInt64($0)) }
     var timings: [Int: Double] = [:]
     for width in [1, 2] {
-      let queue = WorkQueue(name: "tour.width\(width)", maxConcurrent: width)
+      let trace = pageTrace()
+      let queue = WorkQueue(name: "tour.width\(width)", maxConcurrent: width, trace: trace)
       timings[width] = time {
-        for image in images { queue.add { tiltShift(image) } }
+        for (index, image) in images.enumerated() { queue.add(name: "filter \(index + 1)") { tiltShift(image) } }
         queue.waitUntilAllFinished()
       }
       show(String(format: "maxConcurrent %d: 4 filters in %.2f s", width, timings[width]!))
+      try drawTimeline(trace, name: "tour-queue-width\(width).svg", title: "WorkQueue, maxConcurrent \(width)")
     }
     show(String(format: "width 2 took %.0f%% of the serial time", 100 * timings[2]! / timings[1]!))
   }
@@ -81,7 +83,8 @@ extension TourCommand {
 
   static func pipeline() throws {
     say("In practice: a pipeline per image (load → tilt-shift → output), cancelled when the image scrolls away.")
-    let queue = WorkQueue(name: "tour.pipeline", maxConcurrent: 2)
+    let trace = pageTrace()
+    let queue = WorkQueue(name: "tour.pipeline", maxConcurrent: 2, trace: trace)
     let delivered = TSanVisibleMutex<[String]>([])
     var outputs: [Work<Void>] = []
     var pipelines: [[AnyWork]] = []
@@ -104,6 +107,7 @@ extension TourCommand {
     queue.waitUntilAllFinished()
     show("delivered: \(delivered.withLock { $0 }.joined(separator: ", "))")
     show("states: " + outputs.enumerated().map { "\($0.offset + 1) \($0.element.state)" }.joined(separator: ", "))
+    try drawTimeline(trace, name: "tour-pipeline.svg", title: "Pipelines per image, 4–6 cancelled")
   }
 
   static func gcdQueues() throws {

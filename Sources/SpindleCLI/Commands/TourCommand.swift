@@ -18,14 +18,23 @@ struct TourCommand: ParsableCommand {
 
   struct Options: OptionGroup {
     let list = Option<Bool>.flag("list", help: "List the pages and exit.")
+    let timeline = Option<String?>.text(
+      "timeline", valueName: "dir",
+      help: "Write SVG timelines of the pages that compare serial and concurrent work (queue, pipeline) into dir.",
+      completion: .directory)
   }
 
   var list: Bool
   var page: String?
+  var timeline: String?
+
+  /// Where pages write their timelines (`--timeline`), if anywhere.
+  static let timelineFolder = TSanVisibleMutex<String?>(nil)
 
   init(_ arguments: ParsedArguments<Options>) {
     list = arguments[\.list]
     page = arguments.positionals.first
+    timeline = arguments[\.timeline]
   }
 
   struct Page: Sendable {
@@ -76,6 +85,15 @@ struct TourCommand: ParsableCommand {
       }
       return 0
     }
+    if let folder = timeline {
+      do {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+      } catch {
+        Terminal.error("error: cannot create \(folder): \(error.localizedDescription)")
+        return 1
+      }
+      Self.timelineFolder.withLock { $0 = folder }
+    }
     for page in selected ?? [] {
       Terminal.out("\n" + Terminal.styled("── \(page.title) (\(page.name)) ──", .bold))
       try page.run()
@@ -92,6 +110,19 @@ struct TourCommand: ParsableCommand {
   static func slowFilter(_ pixels: [UInt8]) -> [UInt8] {
     usleep(100_000)
     return pixels.map { 255 - $0 }
+  }
+
+  /// A trace for a page's queue when `--timeline` was given.
+  static func pageTrace() -> WorkTrace? {
+    timelineFolder.withLock { $0 } == nil ? nil : WorkTrace()
+  }
+
+  /// Writes `trace`'s timeline as `name` into the `--timeline` folder and says where.
+  static func drawTimeline(_ trace: WorkTrace?, name: String, title: String) throws {
+    guard let trace, let folder = timelineFolder.withLock({ $0 }) else { return }
+    let path = (folder as NSString).appendingPathComponent(name)
+    try trace.writeTimeline(toFile: path, title: title)
+    show("timeline: \(path)")
   }
 
   static func time(_ body: () throws -> Void) rethrows -> Double {

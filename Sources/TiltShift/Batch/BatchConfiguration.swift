@@ -34,6 +34,8 @@ public struct BatchConfiguration: Sendable {
   /// its header) fits in what is left; one whose estimate is over the whole budget is refused with
   /// ``ImageError/Kind/exceedsMemoryBudget(width:height:bytes:budget:)`` before its pixels are read.
   public var memoryBudget: Int?
+  /// Records every decode, filter and encode item of the batch (see `WorkTrace`); nil records nothing.
+  public var trace: WorkTrace?
 
   /// The default ``memoryBudget``: half the physical memory, at most 4 GiB (2 GiB when it cannot be read).
   public static var defaultMemoryBudget: Int {
@@ -55,7 +57,8 @@ public struct BatchConfiguration: Sendable {
     replaceExisting: Bool = false,
     stripsMetadata: Bool = false,
     background: BackgroundColour = .white,
-    memoryBudget: Int? = BatchConfiguration.defaultMemoryBudget
+    memoryBudget: Int? = BatchConfiguration.defaultMemoryBudget,
+    trace: WorkTrace? = nil
   ) {
     self.filter = filter
     self.decoder = decoder
@@ -68,6 +71,7 @@ public struct BatchConfiguration: Sendable {
     self.stripsMetadata = stripsMetadata
     self.background = background
     self.memoryBudget = memoryBudget.map { max(1, $0) }
+    self.trace = trace
   }
 
   /// One file at a time, one thread per filter: the baseline the demo compares against.

@@ -53,8 +53,8 @@ public final class TiltShiftBatch: Sendable {
   public init(items: [BatchItem], configuration: BatchConfiguration = BatchConfiguration()) {
     self.items = items
     self.configuration = configuration
-    codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs)
-    filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs)
+    codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs, trace: configuration.trace)
+    filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs, trace: configuration.trace)
     state = TSanVisibleMutex(
       State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
     )
