@@ -5,23 +5,31 @@ import Spindle
 struct TraceOutputs {
   /// `--trace FILE.json`: a Chrome trace of the run.
   static var traceOption: Option<String?> {
-    Option<String?>.text(
+    fileOption(
       "trace", valueName: "file.json", help: "Write a Chrome trace of the run (Perfetto, chrome://tracing).",
-      completion: .file)
+    )
   }
 
   /// `--timeline FILE.svg`: an SVG timeline of the run.
   static var timelineOption: Option<String?> {
-    Option<String?>.text(
+    fileOption(
       "timeline", valueName: "file.svg", help: "Write an SVG timeline of the run (one lane per thread).",
-      completion: .file)
+    )
   }
 
   /// `--graph FILE.dot`: the dependency graph (Mermaid for `.mmd`).
   static var graphOption: Option<String?> {
-    Option<String?>.text(
+    fileOption(
       "graph", valueName: "file.dot", help: "Write the dependency graph: Graphviz DOT, or Mermaid for .mmd.",
-      completion: .file)
+    )
+  }
+
+  /// A file name option; given empty, it is a usage error.
+  private static func fileOption(_ name: String, valueName: String, help: String) -> Option<String?> {
+    Option(
+      name: name, short: nil, valueName: valueName, help: help, defaultDescription: nil, isRequired: false,
+      completion: .file, expectation: "a file name",
+      convert: { raw -> String?? in raw.isEmpty ? .none : .some(raw) }, default: { nil })
   }
 
   var trace: String?

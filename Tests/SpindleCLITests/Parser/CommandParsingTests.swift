@@ -20,13 +20,16 @@ import Testing
 
   @Test func everyOptionTheCommandsHadIsStillDeclared() {
     #expect(
-      DemoCommand.Options().declarations.map(\.name) == ["output", "count", "size", "jobs"])
+      DemoCommand.Options().declarations.map(\.name) == [
+        "output", "count", "size", "jobs", "trace", "timeline", "graph",
+      ])
     #expect(
       TiltShiftCommand.Options().declarations.map(\.name) == [
-        "output", "jobs", "radius", "band", "intensity", "quality", "format", "suffix", "max-pixels", "shard",
-        "recursive", "overwrite", "quiet", "json",
+        "output", "jobs", "radius", "band", "intensity", "quality", "format", "suffix", "max-pixels", "memory",
+        "strip", "lenient", "background", "shard", "recursive", "overwrite", "quiet", "json", "trace", "timeline",
+        "graph",
       ])
-    #expect(TourCommand.Options().declarations.map(\.name) == ["list"])
+    #expect(TourCommand.Options().declarations.map(\.name) == ["list", "timeline"])
     #expect(BenchCommand.Options().declarations.map(\.name) == ["quick", "runs", "json", "list"])
     let shorts = TiltShiftCommand.Options().declarations.compactMap { $0.short.map { "\($0)" } }
     #expect(shorts == ["o", "j", "r", "q"])
@@ -43,7 +46,7 @@ import Testing
     #expect(command.quality == 90)
     #expect(command.format == "same")
     #expect(command.suffix == "-tiltshift")
-    #expect(command.maxPixels == 100_000_000)
+    #expect(command.maxPixels == Int(Int32.max) * 4)  // the memory budget decides by default
     #expect(command.shard == TiltShiftCommand.Shard(index: 1, count: 1))
     #expect(!command.recursive && !command.overwrite && !command.quiet && !command.json)
   }

@@ -9,6 +9,24 @@ import Testing
 /// The README's examples, verbatim between the `README:` markers (SpindleCLITests' ReadmeTests checks that every
 /// example of the README appears in a test like these), each followed by what it must produce.
 @Suite struct ReadmeExampleTests {
+  @Test func seeingYourWork() async throws {
+    // README: seeing your work
+    let trace = WorkTrace()
+    let queue = WorkQueue(name: "images", maxConcurrent: 4, trace: trace)
+    let load = queue.add(name: "load") { [UInt8](repeating: 7, count: 1_000) }
+    let sum = queue.add(name: "sum", after: load) { bytes in bytes.reduce(0) { $0 + Int($1) } }
+    try await queue.allFinished()
+    let path = "/tmp/images-\(getpid()).svg"
+    try trace.writeTimeline(toFile: path)  // or write(toFile:) for Perfetto, writeGraph(toFile:) for DOT
+    // END README
+    defer { unlink(path) }
+    #expect(try await sum.value == 7_000)
+    #expect(trace.events.map(\.name).sorted() == ["load", "sum"])
+    let file = fopen(path, "r")
+    #expect(file != nil)
+    if let file { fclose(file) }
+  }
+
   @Test func workGraphs() async throws {
     // README: work graphs
     let queue = WorkQueue(name: "words", maxConcurrent: 2)

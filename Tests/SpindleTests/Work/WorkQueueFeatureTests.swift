@@ -346,9 +346,11 @@ struct WorkGroupTests {
 
   @Test("WorkQueue.main works after dispatchMain()")
   func mainQueueAfterDispatchMain() async {
-    await #expect(processExitsWith: .exitCode(0)) {
-      WorkQueue.main.add { @MainActor in exit(0) }
-      dispatchMain()
+    await #expect(processExitsWith: .success) {
+      startDispatchMainOnAPlainThread()
+      let ui = WorkQueue.main.add { @MainActor in 41 + 1 }
+      let value = try? await ui.value
+      exit(value == 42 ? EXIT_SUCCESS : EXIT_FAILURE)
     }
   }
 
