@@ -14,7 +14,7 @@ enum TiltShiftCommand {
       written atomically (temporary file, then rename) into DIR as <name><suffix>.<ext>; inputs are
       never overwritten. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs.
 
-      Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted.
+      Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
 
       Spread a large batch over machines with --shard K/N, e.g. a Kubernetes indexed Job or a Slurm array:
         spindle tiltshift /data/photos -o /data/out --shard $((SLURM_ARRAY_TASK_ID+1))/$SLURM_ARRAY_TASK_COUNT
@@ -129,6 +129,9 @@ enum TiltShiftCommand {
         return 1
       }
     }
+    // Temporary files a killed earlier run left for these outputs go now (never those of other names: another
+    // shard may be writing into the same folder).
+    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output))
 
     let configuration = BatchConfiguration(
       filter: TiltShiftFilter(parameters: parameters),
@@ -182,7 +185,7 @@ enum TiltShiftCommand {
     } else {
       Terminal.error(result.text)
     }
-    if interrupted { return 130 }
+    if interrupted { return monitor.exitStatus }
     return rejected.isEmpty && summary.progress.failed == 0 ? 0 : 1
   }
 
