@@ -35,7 +35,7 @@ struct CancellationMomentTests {
 
   @Test("every moment × every body kind: completes once, cancel hooks at most once, nothing unfinished")
   func cancelAtEveryMoment() async throws {
-    let rounds = Reliability.size(3_000, full: 10_000)
+    let rounds = Reliability.size(1_500, full: 10_000)
     let seed = Reliability.seed()
     let queue = WorkQueue(name: "moments", maxConcurrent: 4)
     let blocked = WorkQueue(name: "moments.blocked", maxConcurrent: 1)
@@ -186,6 +186,10 @@ struct CancellationMomentTests {
     #expect(wrong.isEmpty, "seed \(seed): \(wrong)")
     #expect(completions.mismatches { _ in 1 }.isEmpty, "seed \(seed): a completion handler ran ≠ once")
     #expect((0..<rounds).filter { hooks[$0] > 1 }.isEmpty, "seed \(seed): a cancel hook ran twice")
+    print(
+      "reliability cancellation: \(rounds) rounds, \(wrong.count) wrong, "
+        + "completions ≠ 1: \(completions.mismatches { _ in 1 }.count), hooks > 1: "
+        + "\((0..<rounds).filter { hooks[$0] > 1 }.count), unfinished \(queue.unfinishedCount) (seed \(seed))")
     #expect(queue.unfinishedCount == 0 && blocked.unfinishedCount == 0)
   }
 }

@@ -53,6 +53,11 @@ struct EngineVolumeTests {
     #expect(wrongCompletions.isEmpty, "completion handlers not called exactly once: \(wrongCompletions)")
     let wrongOutcomes = outcomes.mismatches { $0 % 3 == 0 ? 2 : 1 }
     #expect(wrongOutcomes.isEmpty, "wrong outcomes (1 value, 2 cancelled): \(wrongOutcomes)")
+    let lost = (0..<total).filter { completed[$0] == 0 }.count
+    let duplicated = (0..<total).filter { completed[$0] > 1 }.count
+    let cancelledRan = stride(from: 0, to: total, by: 3).filter { ran[$0] != 0 }.count
+    print(
+      "reliability volume: \(total) items: lost \(lost), duplicated \(duplicated), cancelled yet ran \(cancelledRan)")
     for index in [0, 1, 2, total - 1] {
       #expect(items[index].state == (index % 3 == 0 ? .cancelled : .finished))
     }
@@ -115,6 +120,9 @@ struct EngineVolumeTests {
     #expect(wrong.isEmpty, "seed \(seed): \(wrong)")
     #expect(dependentRan.mismatches { throwing[$0] ? 0 : 1 }.isEmpty, "a dependent of a failure ran (seed \(seed))")
     #expect(observerRan.mismatches { _ in 1 }.isEmpty, "a Result dependent did not run exactly once (seed \(seed))")
+    print(
+      "reliability throwing: \(total) items, \(expectedFailures) thrown, \(rootFailures) failures reported, "
+        + "\(wrong.count) wrong outcomes (seed \(seed))")
   }
 }
 

@@ -82,5 +82,9 @@ struct IsolatedStressTests {
     #expect(overlaps.load(ordering: .relaxed) == 0, "a reader overlapped a writer or two writers overlapped")
     #expect(torn.load(ordering: .relaxed) == 0, "a reader saw a torn value")
     #expect(writes == syncWrites.load(ordering: .relaxed) + asyncWrites.load(ordering: .relaxed), "a write was lost")
+    print(
+      "reliability isolated: \(workers)×\(laps) laps, overlaps \(overlaps.load(ordering: .relaxed)), "
+        + "torn \(torn.load(ordering: .relaxed)), writes \(writes) of "
+        + "\(syncWrites.load(ordering: .relaxed) + asyncWrites.load(ordering: .relaxed))")
   }
 }

@@ -61,6 +61,9 @@ struct MemoryTests {
     #expect(worksFreed, "\(works.filter { $0.object != nil }.count) of \(items) work items alive")
     let queueFreed = await eventually(within: 20) { queueRef.object == nil }
     #expect(queueFreed, "the drained queue is still alive")
+    print(
+      "reliability memory: \(items) items, payloads alive \(payloads.filter { $0.object != nil }.count), "
+        + "work items alive \(works.filter { $0.object != nil }.count), queue alive \(queueRef.object != nil)")
   }
 
   @Test("a completed item held by its handle has already released its body and its inputs")
@@ -95,6 +98,7 @@ struct MemoryTests {
       exit(growth < 32 ? 0 : 1)
     }
     let output = text(result?.standardErrorContent)
+    print("reliability rss: \(output)")
     #expect(reported("growthMB", in: result?.standardErrorContent) != nil, "\(output)")
   }
 }

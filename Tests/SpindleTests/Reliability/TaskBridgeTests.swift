@@ -85,5 +85,9 @@ struct TaskBridgeTests {
     // Nothing keeps a completed item alive: no continuation or handler left holding it.
     let freed = await eventually(within: 20) { weakWork.allSatisfy { $0.object == nil } }
     #expect(freed, "\(weakWork.filter { $0.object != nil }.count) work items still alive")
+    print(
+      "reliability bridge: \(count) awaiters, \(cancelAt.count) cancelled, returned once "
+        + "\((0..<count).filter { returned[$0] == 1 }.count), values \(gotValue.value), cancelled \(gotCancelled.value), "
+        + "wrong \(wrong.value), work alive \(weakWork.filter { $0.object != nil }.count)")
   }
 }

@@ -61,6 +61,7 @@ struct WidthTests {
     #expect(mark.peak <= width, "width \(width): \(mark.peak) bodies ran at once")
     #expect(mark.peak >= 1)
     #expect(queue.runningCount == 0)
+    print("reliability width \(width): \(items) items, high-water mark \(mark.peak)")
   }
 
   @Test("width 1 starts ready work in exact priority order, first in first out within a priority")
@@ -121,6 +122,7 @@ struct WidthTests {
       exit(failed ? 1 : 0)
     }
     let output = text(result?.standardErrorContent)
+    print("reliability threads: \(output)")
     for width in [1, 2, 8, 64] {
       let extra = reported("extra\(width)", in: result?.standardErrorContent)
       #expect(extra != nil, "no figure for width \(width): \(output)")

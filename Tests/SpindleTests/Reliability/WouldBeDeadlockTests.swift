@@ -90,6 +90,7 @@ struct WouldBeDeadlockTests {
       exit(0)
     }
     let output = text(result?.standardErrorContent)
+    print("reliability isolated re-entry: exit \(String(describing: result?.exitStatus)): \(output.suffix(300))")
     #expect(result?.exitStatus != .exitCode(42), "hung: \(output)")
     #expect(!output.isEmpty, "the child stopped without a message")
   }
