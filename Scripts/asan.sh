@@ -19,6 +19,7 @@ limit=${SPINDLE_ASAN_TIMEOUT:-1800}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+export SPINDLE_ASAN=1  # tests that measure resident memory skip themselves
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1:print_summary=1}
 
 start=$(date +%s)

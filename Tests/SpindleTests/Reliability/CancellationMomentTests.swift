@@ -136,12 +136,12 @@ struct CancellationMomentTests {
           work.cancel()
           gate.signal()
         case .running:
-          if started.wait(timeout: .now() + 60) == .timedOut {
+          if started.wait(timeout: .now() + Reliability.size(60, full: 600).double) == .timedOut {
             problems.withLock { $0.append("round \(index): the body never started") }
           }
           work.cancel()
         case .finishing:
-          if started.wait(timeout: .now() + 60) == .timedOut {
+          if started.wait(timeout: .now() + Reliability.size(60, full: 600).double) == .timedOut {
             problems.withLock { $0.append("round \(index): the body never started") }
           }
           for _ in 0..<spinBeforeCancel { sched_yield() }
@@ -158,9 +158,11 @@ struct CancellationMomentTests {
       results.withLock { $0 = made }
       driver.signal()
     }
-    let drove = await blockingWait(seconds: 120) { driver.wait(timeout: $0) == .success }
+    let drove = await blockingWait(seconds: Reliability.size(120, full: 1800).double) {
+      driver.wait(timeout: $0) == .success
+    }
     #expect(drove, "seed \(seed): the driver hung")
-    let completed = await allCompleted.wait(seconds: 60)
+    let completed = await allCompleted.wait(seconds: Reliability.size(60, full: 600).double)
     #expect(completed, "seed \(seed): \(allCompleted.left) items never completed")
     #expect(await drained(queue), "seed \(seed): unfinished work left")
     #expect(await drained(blocked), "seed \(seed): unfinished work left")

@@ -99,7 +99,7 @@ struct EngineVolumeTests {
           }
         })
     }
-    #expect(await drained(queue, seconds: 120), "seed \(seed): the queue did not drain")
+    #expect(await drained(queue), "seed \(seed): the queue did not drain")
     var rootFailures = 0
     var wrong: [String] = []
     for index in 0..<total {

@@ -123,8 +123,8 @@ struct RandomGraphTests {
     for (index, node) in graph.enumerated() where node.cancelled { items[index].cancel() }
     first.resume()
     second.resume()
-    let finished = await drained(first, seconds: 120)
-    let finishedToo = await drained(second, seconds: 120)
+    let finished = await drained(first)
+    let finishedToo = await drained(second)
     guard finished && finishedToo else {
       let stuck = items.indices.filter { !items[$0].state.isFinal }.prefix(10)
       return ["seed \(seed): the graph did not drain; unfinished nodes \(Array(stuck))"]

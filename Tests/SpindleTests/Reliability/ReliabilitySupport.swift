@@ -20,6 +20,10 @@ enum Reliability {
     return value == "full" || value == "1"
   }()
 
+  /// Whether the tests run under AddressSanitizer (`Scripts/asan.sh` sets `SPINDLE_ASAN=1`), whose quarantine of
+  /// freed memory makes resident-set sizes meaningless.
+  static let underAddressSanitizer: Bool = getenv("SPINDLE_ASAN").map { String(cString: $0) == "1" } ?? false
+
   /// `full` under `SPINDLE_STRESS=full`, else `bounded`.
   static func size(_ bounded: Int, full: Int) -> Int { isFull ? full : bounded }
 
@@ -126,7 +130,7 @@ func blockingWait(seconds: Double, _ wait: @escaping @Sendable (DispatchTime) ->
 ///
 /// Uses the blocking `waitUntilAllFinished()` on a thread of its own. A hang leaves that one thread blocked
 /// and fails the test instead of hanging the run.
-func drained(_ queue: WorkQueue, seconds: Double = 60) async -> Bool {
+func drained(_ queue: WorkQueue, seconds: Double = Reliability.isFull ? 900 : 120) async -> Bool {
   let done = DispatchSemaphore(value: 0)
   Thread.detachNewThread {
     queue.waitUntilAllFinished()
