@@ -15,6 +15,10 @@ import TiltShift
     return value == "full" || value == "1"
   }()
 
+  /// The ThreadSanitizer run of CI (`SPINDLE_EXPECT_TSAN=1`), where each run of the instrumented tool takes seconds:
+  /// the signal and kill tests then try fewer moments.
+  static let underThreadSanitizer = ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1"
+
   static let count = 6
   static let width = 160
   static let height = 120
@@ -66,7 +70,7 @@ import TiltShift
 
   @Test("SIGINT and SIGTERM at random moments: complete outputs only, 130/143, a rerun finishes the rest")
   func signalsAtRandomMoments() async throws {
-    let moments = Self.isFull ? 50 : 6
+    let moments = Self.isFull ? 50 : Self.underThreadSanitizer ? 2 : 4
     let inputs = try Self.inputs()
     let window = try await Self.cleanRun(inputs).seconds
     var generator = SystemRandomNumberGenerator()
@@ -119,7 +123,7 @@ import TiltShift
 
   @Test("SIGKILL mid-batch: no partial output ever; the next run removes the temporaries and finishes")
   func sigkillMidBatch() async throws {
-    let moments = Self.isFull ? 20 : 3
+    let moments = Self.isFull ? 20 : Self.underThreadSanitizer ? 1 : 2
     let inputs = try Self.inputs()
     let window = try await Self.cleanRun(inputs).seconds
     var generator = SystemRandomNumberGenerator()
