@@ -5,11 +5,13 @@ import Synchronization
 /// Turns SIGINT/SIGTERM into a graceful stop, and a second one into an immediate (but clean) exit.
 ///
 /// The first signal calls `onInterrupt` (stop starting work, cancel what runs). The second calls
-/// `onSecondInterrupt` synchronously — it must remove temporary files — and then exits with 130.
-// `sources` is an immutable array of dispatch sources, whose methods are thread-safe; `count` is atomic.
+/// `onSecondInterrupt` synchronously — it must remove temporary files — and then exits with 128 + the signal's
+/// number (130 for SIGINT, 143 for SIGTERM), as a shell reports a process that a signal ended.
+// `sources` is an immutable array of dispatch sources, whose methods are thread-safe; `count` and `first` are atomic.
 final class InterruptMonitor: @unchecked Sendable {
   private let sources: [any DispatchSourceSignal]
   private let count = Atomic<Int>(0)
+  private let first = Atomic<Int32>(0)
 
   init(
     onInterrupt: @escaping @Sendable (Int32) -> Void,
@@ -27,10 +29,11 @@ final class InterruptMonitor: @unchecked Sendable {
       source.setEventHandler { [self] in
         let seen = self.count.wrappingAdd(1, ordering: .relaxed).newValue
         if seen == 1 {
+          self.first.store(signalNumber, ordering: .relaxed)
           onInterrupt(signalNumber)
         } else {
           onSecondInterrupt()
-          _exit(130)
+          _exit(128 + signalNumber)
         }
       }
       source.resume()
@@ -39,5 +42,12 @@ final class InterruptMonitor: @unchecked Sendable {
 
   /// Whether a signal has arrived.
   var interrupted: Bool { count.load(ordering: .relaxed) > 0 }
+
+  /// The exit status for an interrupted run: 128 + the first signal's number (130 SIGINT, 143 SIGTERM), or 130 if
+  /// the run was cancelled without a signal.
+  var exitStatus: Int32 {
+    let signalNumber = first.load(ordering: .relaxed)
+    return signalNumber > 0 ? 128 + signalNumber : 128 + SIGINT
+  }
 
 }

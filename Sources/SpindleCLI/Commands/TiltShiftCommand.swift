@@ -13,7 +13,7 @@ struct TiltShiftCommand: ParsableCommand {
       written atomically (temporary file, then rename) into DIR as <name><suffix>.<ext>; inputs are
       never overwritten. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs.
 
-      Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted.
+      Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
 
       Spread a large batch over machines with --shard K/N, e.g. a Kubernetes indexed Job or a Slurm array:
         spindle tiltshift /data/photos -o /data/out --shard $((SLURM_ARRAY_TASK_ID+1))/$SLURM_ARRAY_TASK_COUNT
@@ -189,6 +189,9 @@ struct TiltShiftCommand: ParsableCommand {
         return 1
       }
     }
+    // Temporary files a killed earlier run left for these outputs go now (never those of other names: another
+    // shard may be writing into the same folder).
+    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output))
 
     let traceOutputs = TraceOutputs(
       trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])
@@ -259,7 +262,7 @@ struct TiltShiftCommand: ParsableCommand {
       let title = "spindle tiltshift: \(items.count) file\(items.count == 1 ? "" : "s"), \(jobs) at a time"
       tracesWritten = traceOutputs.write(recording, title: title, quiet: quiet)
     }
-    if interrupted { return 130 }
+    if interrupted { return monitor.exitStatus }
     return rejected.isEmpty && summary.progress.failed == 0 && tracesWritten ? 0 : 1
   }
 

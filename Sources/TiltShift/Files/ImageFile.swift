@@ -187,6 +187,39 @@ public enum ImageFile {
     temporaryFiles(in: folder).reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count }
   }
 
+  /// Removes leftover temporary files of the destinations `paths` (each `.NAME.spindle-tmp-XXXXXXXX` beside its
+  /// destination) and returns how many were removed.
+  ///
+  /// For a batch that starts again after a crash or a `SIGKILL`: it clears exactly the leftovers of the outputs it
+  /// is about to write, never the temporaries of another process writing other names into the same folders
+  /// (another shard of the same batch, say). Each folder is listed once, however many destinations it holds.
+  ///
+  /// ```swift
+  /// ImageFile.removeTemporaryFiles(forDestinations: ["out/a-tiltshift.jpg", "out/b-tiltshift.png"])
+  /// ```
+  @discardableResult
+  public static func removeTemporaryFiles(forDestinations paths: [String]) -> Int {
+    var namesByFolder: [String: Set<String>] = [:]
+    for path in paths {
+      let (folder, name) = split(path)
+      if !name.isEmpty { namesByFolder[folder, default: []].insert(name) }
+    }
+    var removed = 0
+    for (folder, names) in namesByFolder {
+      for candidate in temporaryFiles(in: folder) {
+        // `.NAME` + marker + 8 hex digits, where NAME is one of the destinations.
+        let file = candidate.dropFirst(folder.count)
+        let suffix = file.suffix(8)
+        let head = file.dropLast(8)
+        guard suffix.count == 8, suffix.allSatisfy(\.isHexDigit), head.hasSuffix(temporaryMarker) else { continue }
+        let name = head.dropFirst().dropLast(temporaryMarker.count)
+        guard names.contains(String(name)) else { continue }
+        if unlink(candidate) == 0 { removed += 1 }
+      }
+    }
+    return removed
+  }
+
   /// Removes the temporary files this process is writing at this moment and returns how many.
   ///
   /// For a cancellation handler: a write that loses its temporary file this way fails with
