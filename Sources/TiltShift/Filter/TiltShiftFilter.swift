@@ -139,13 +139,11 @@ struct TiltShiftPlan {
     }
   }
 
-  /// The byte width of the column runs one vertical pass updates at a time (sums stay in the L1 cache).
-  static let runBytes = 2048
-
   /// Three vertical passes and the blend, on column strips; every strip is independent.
   ///
-  /// `work` holds the horizontal result; passes go work → output → work → output, then the output
-  /// rows are blended with the original in place (or copied from it where the mask is clear).
+  /// `work` holds the horizontal result; a ``VerticalCascade`` per band walks each strip down once,
+  /// running the three passes through small rings and writing each finished row to `output`, where it is
+  /// blended with the original at once (or copied from it where the mask is clear).
   private func verticalPhase(
     original: UnsafePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, output: UnsafeMutablePointer<UInt8>, bands: Int
   ) {
@@ -159,24 +157,15 @@ struct TiltShiftPlan {
       let start = min(rowBytes, lines * piece / pieces * 64)
       let end = piece == pieces - 1 ? rowBytes : min(rowBytes, lines * (piece + 1) / pieces * 64)
       guard start < end else { return }
-      let sums = UnsafeMutableRawPointer.allocate(
-        byteCount: Self.runBytes * MemoryLayout<UInt32>.stride, alignment: MemoryLayout<UInt32>.alignment)
-      defer { sums.deallocate() }
+      let cascade = VerticalCascade(kernel: kernel, rowBytes: rowBytes, height: height)
+      defer { cascade.deallocate() }
       var runStart = start
       while runStart < end {
-        let columns = runStart..<min(end, runStart + Self.runBytes)
-        for rows in firstRows {
-          kernel.blurColumns(
-            work, output, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
-        }
-        for rows in secondRows {
-          kernel.blurColumns(
-            output, work, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
-        }
+        let columns = runStart..<min(end, runStart + cascade.stripBytes)
         for rows in finalRows {
-          kernel.blurColumns(
-            work, output, rowBytes: rowBytes, height: height, columns: columns, rows: rows, sums: sums)
-          for y in rows { blend(original: original, output: output, row: y, columns: columns) }
+          cascade.run(UnsafePointer(work), output, columns: columns, rows: rows) { y in
+            blend(original: original, output: output, row: y, columns: columns)
+          }
         }
         for rows in clearRows {
           for y in rows {
