@@ -220,27 +220,36 @@ struct VerticalCascade {
   let kernel: BoxKernel
   let rowBytes: Int
   let height: Int
-  /// Rows per ring: a consumer at row y needs its producer's rows y − radius … y + radius + 1.
+  /// Rows per ring: a consumer at row y needs its producer's rows y − radius … y + radius + 1 (2r + 2 rows),
+  /// rounded up to a power of two so that a row's slot is a mask, not a division.
   let slots: Int
   /// The widest strip, in bytes.
   let stripBytes: Int
   private let rings: UnsafeMutablePointer<UInt8>
   private let sums: UnsafeMutableRawPointer
 
-  /// The strip width for a kernel: both rings within about 256 KB, a multiple of 64 bytes, 64...2048.
-  static func stripBytes(for kernel: BoxKernel) -> Int {
-    let slots = 2 * kernel.radius + 2
-    return min(2048, max(64, 256 * 1024 / (2 * slots) / 64 * 64))
+  /// The ring length for a kernel: the power of two at or above `2 · radius + 2`.
+  static func slots(for kernel: BoxKernel) -> Int {
+    var slots = 1
+    while slots < 2 * kernel.radius + 2 { slots <<= 1 }
+    return slots
   }
 
-  init(kernel: BoxKernel, rowBytes: Int, height: Int) {
+  /// The strip width for a kernel: both rings within about 256 KB, a multiple of 64 bytes, 64...2048.
+  static func stripBytes(for kernel: BoxKernel) -> Int {
+    min(2048, max(64, 256 * 1024 / (2 * slots(for: kernel)) / 64 * 64))
+  }
+
+  /// A cascade over an image of `height` rows of `rowBytes`, in strips of at most `stripBytes` (by default
+  /// ``stripBytes(for:)``).
+  init(kernel: BoxKernel, rowBytes: Int, height: Int, stripBytes: Int? = nil) {
     self.kernel = kernel
     self.rowBytes = rowBytes
     self.height = height
-    slots = 2 * kernel.radius + 2
-    stripBytes = Self.stripBytes(for: kernel)
-    rings = .allocate(capacity: 2 * slots * stripBytes)
-    sums = .allocate(byteCount: 3 * stripBytes * MemoryLayout<UInt32>.stride, alignment: 64)
+    slots = Self.slots(for: kernel)
+    self.stripBytes = stripBytes ?? Self.stripBytes(for: kernel)
+    rings = .allocate(capacity: 2 * slots * self.stripBytes)
+    sums = .allocate(byteCount: 3 * self.stripBytes * MemoryLayout<UInt32>.stride, alignment: 64)
   }
 
   /// Frees the rings and sums.
@@ -255,11 +264,19 @@ struct VerticalCascade {
     _ source: UnsafePointer<UInt8>, _ destination: UnsafeMutablePointer<UInt8>, columns: Range<Int>, rows: Range<Int>,
     finished: (Int) -> Void
   ) {
+    run(source, columns: columns, rows: rows, outputRow: { destination + $0 &* rowBytes }, finished: finished)
+  }
+
+  /// ``run(_:_:columns:rows:finished:)`` writing row `y` at `outputRow(y)` (plus the strip's first column).
+  func run(
+    _ source: UnsafePointer<UInt8>, columns: Range<Int>, rows: Range<Int>,
+    outputRow: (Int) -> UnsafeMutablePointer<UInt8>, finished: (Int) -> Void
+  ) {
     guard !rows.isEmpty else { return }
     let count = columns.count
     let radius = kernel.radius
     let last = height - 1
-    let slots = self.slots
+    let mask = slots - 1
     let ring1 = rings
     let ring2 = rings + slots * stripBytes
     let stride = stripBytes
@@ -267,10 +284,9 @@ struct VerticalCascade {
     let sums2 = sums + stripBytes * MemoryLayout<UInt32>.stride
     let sums3 = sums + 2 * stripBytes * MemoryLayout<UInt32>.stride
     let input = source + columns.lowerBound
-    let output = destination + columns.lowerBound
     @inline(__always) func sourceRow(_ y: Int) -> UnsafePointer<UInt8> { input + y &* rowBytes }
-    @inline(__always) func ring1Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring1 + (y % slots) &* stride }
-    @inline(__always) func ring2Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring2 + (y % slots) &* stride }
+    @inline(__always) func ring1Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring1 + (y & mask) &* stride }
+    @inline(__always) func ring2Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring2 + (y & mask) &* stride }
 
     // Stage 1 (source → ring 1) and stage 2 (ring 1 → ring 2) produce their rows on demand, in order.
     var next1 = max(rows.lowerBound - 2 * radius, 0)
@@ -316,7 +332,7 @@ struct VerticalCascade {
     produce2(through: min(rows.lowerBound + radius, last))
     kernel.startSums(sums3, count: count, at: rows.lowerBound, last: last) { UnsafePointer(ring2Row($0)) }
     for y in rows {
-      let target = output + y &* rowBytes
+      let target = outputRow(y) + columns.lowerBound
       if y + 1 < rows.upperBound {
         let entering = min(y + radius + 1, last)
         produce2(through: entering)
