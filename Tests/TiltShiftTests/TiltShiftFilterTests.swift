@@ -137,6 +137,17 @@ struct TiltShiftFilterTests {
     }
   }
 
+  @Test func veryWideBoxesMatchTheReference() throws {
+    // Box width 1129: rings so long that strips are narrower than a transposed slab, so the horizontal
+    // passes go row by row (one channel keeps the slab path); both must agree with the reference.
+    let parameters = try TiltShiftParameters(radius: 600, clearBand: 0.3...0.6, innerIntensity: 0.5)
+    for (width, height, layout) in [(9, 7, Image.Layout.rgb), (6, 5, .gray), (4, 6, .rgba)] {
+      let image = TestImages.noise(width: width, height: height, layout: layout, seed: 5)
+      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+      #expect(output.pixels == referenceTiltShift(image, parameters), "\(width)x\(height) \(layout)")
+    }
+  }
+
   @Test func aFlatImageStaysFlat() {
     for layout in Image.Layout.allCases {
       let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)

@@ -23,7 +23,8 @@ import Synchronization
 /// - **Small plain values** (trivially copyable — no references, `BitwiseCopyable` in practice — of at
 ///   most 64 bytes, such as counters, flags, small structs of numbers): reads take no lock and write no
 ///   shared memory. Each write, still under the mutex, also publishes the value into a *sequence lock*:
-///   a counter made odd, the value's bytes stored as machine words, the counter made even again. A
+///   a counter made odd, the value's bytes stored as machine words, the counter made even again (the
+///   writers' mutex heads the same 64-byte-aligned block, so a write moves one cache line). A
 ///   reader loads the counter, copies the words, and loads the counter again; if it changed or was odd,
 ///   a write overlapped and the reader retries, so the closure only ever sees a value some write left
 ///   complete. Every word and the counter are atomics (relaxed loads and stores, ordered by acquire and
@@ -53,12 +54,16 @@ import Synchronization
 /// ``writeAsync(_:)``, whose closure runs on another thread, needs it too). `Value` must be copyable; use
 /// `Mutex` directly for `~Copyable` state.
 public final class Isolated<Value> {
-  /// Guards `value` and `spare`, and serialises writers of `published`: every access to the first two and
-  /// every store to the third happens inside `lock.withLock`.
+  /// Guards `value` and `spare` unless the value reads through the sequence lock: every access to them
+  /// happens inside ``exclusively(_:)``, which takes this lock or `sequenceLock`.
   @usableFromInline let lock = TSanVisibleMutex<Void>(())
+  /// For values read through the sequence lock, the mutex writers take instead of `lock`: it heads the block
+  /// of `published`, so a write moves one cache line (lock word, counter and data), as a bare `Mutex` does.
+  @usableFromInline let sequenceLock: UnsafeMutablePointer<TSanVisibleMutex<Void>>?
   /// The sequence lock of a small plain value (``usesSequenceLock``), nil otherwise: word 0 is the
   /// sequence counter (odd while a write is being published), words 1... hold the value's bytes.
-  /// One 64-byte-aligned block, so a value of up to 56 bytes shares one cache line with its counter.
+  /// It follows `sequenceLock` in one 64-byte-aligned block, so a value of up to 40 bytes shares one
+  /// cache line with the counter and the writers' lock.
   @usableFromInline let published: UnsafeMutablePointer<Atomic<UInt>>?
   /// An empty buffer that a drain swaps with `pending`, so draining allocates nothing in the steady state.
   nonisolated(unsafe) var spare: [@Sendable (inout Value) -> Void] = []
@@ -104,21 +109,72 @@ public final class Isolated<Value> {
     self.drainQueue = drainQueue
     if Self.usesSequenceLock {
       let count = 1 + Self.wordCount
-      let words = UnsafeMutableRawPointer.allocate(byteCount: count * MemoryLayout<UInt>.stride, alignment: 64)
-        .bindMemory(to: Atomic<UInt>.self, capacity: count)
+      let block = UnsafeMutableRawPointer.allocate(
+        byteCount: Self.headerBytes + count * MemoryLayout<UInt>.stride, alignment: 64)
+      let mutex = block.bindMemory(to: TSanVisibleMutex<Void>.self, capacity: 1)
+      mutex.initialize(to: TSanVisibleMutex(()))
+      let words = (block + Self.headerBytes).bindMemory(to: Atomic<UInt>.self, capacity: count)
       for index in 0..<count { (words + index).initialize(to: Atomic<UInt>(0)) }
+      sequenceLock = mutex
       published = words
       publishLocked()  // nobody else can see `self` yet
     } else {
+      sequenceLock = nil
       published = nil
     }
   }
 
   deinit {
-    if let published {
+    if let sequenceLock, let published {
       published.deinitialize(count: 1 + Self.wordCount)
-      UnsafeMutableRawPointer(published).deallocate()
+      sequenceLock.deinitialize(count: 1)
+      UnsafeMutableRawPointer(sequenceLock).deallocate()
     }
+  }
+
+  /// The bytes before the sequence counter in the block: the writers' mutex, rounded up to a word.
+  static var headerBytes: Int {
+    (MemoryLayout<TSanVisibleMutex<Void>>.stride + MemoryLayout<UInt>.stride - 1) & ~(MemoryLayout<UInt>.stride - 1)
+  }
+
+  /// Runs `body` holding the lock that guards `value`: `sequenceLock` for values read through the sequence
+  /// lock, `lock` for the others (a constant choice once specialised).
+  @inlinable @inline(__always)
+  func exclusively<Result>(_ body: () -> Result) -> Result {
+    if Self.usesSequenceLock, let sequenceLock {
+      return sequenceLock.pointee.withLock { _ -> Result in
+        nonisolated(unsafe) let result = body()
+        return result
+      }
+    }
+    return lock.withLock { _ -> Result in
+      nonisolated(unsafe) let result = body()
+      return result
+    }
+  }
+
+  /// ``exclusively(_:)`` for a throwing `body`.
+  @inlinable @inline(__always)
+  func exclusivelyThrowing<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+    if Self.usesSequenceLock, let sequenceLock {
+      return try sequenceLock.pointee.withLock { _ throws(Failure) -> Result in
+        nonisolated(unsafe) let result = try body()
+        return result
+      }
+    }
+    return try lock.withLock { _ throws(Failure) -> Result in
+      nonisolated(unsafe) let result = try body()
+      return result
+    }
+  }
+
+  /// ``exclusively(_:)`` if the lock is free right now; nil, without waiting, if another thread holds it.
+  @inlinable @inline(__always)
+  func exclusivelyIfAvailable(_ body: () -> Void) -> Bool {
+    if Self.usesSequenceLock, let sequenceLock {
+      return sequenceLock.pointee.withLockIfAvailable { _ in body() } != nil
+    }
+    return lock.withLockIfAvailable { _ in body() } != nil
   }
 
   /// Calls `body` with the current value and returns its result.
@@ -129,12 +185,9 @@ public final class Isolated<Value> {
     if Self.usesSequenceLock, let snapshot = sequencedSnapshot() { return body(snapshot) }
     // A non-throwing overload: the optimizer inlines a non-throwing closure into the critical section,
     // which it does not do through the typed-throws generic below (measured: ~1 ns per access).
-    return lock.withLock { _ -> Result in
-      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
-      // now owns, so the check costs no extra cache-line transfer under contention.
+    return exclusively { () -> Result in
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
-      nonisolated(unsafe) let result = body(self.value)
-      return result
+      return body(self.value)
     }
   }
 
@@ -146,12 +199,9 @@ public final class Isolated<Value> {
     _ body: (borrowing Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
     if Self.usesSequenceLock, let snapshot = sequencedSnapshot() { return try body(snapshot) }
-    return try lock.withLock { _ throws(Failure) -> Result in
-      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
-      // now owns, so the check costs no extra cache-line transfer under contention.
+    return try exclusivelyThrowing { () throws(Failure) -> Result in
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
-      nonisolated(unsafe) let result = try body(self.value)
-      return result
+      return try body(self.value)
     }
   }
 
@@ -167,11 +217,9 @@ public final class Isolated<Value> {
   @inlinable @inline(__always)
   @discardableResult
   public func write<Result>(_ body: (inout Value) -> Result) -> Result {
-    return lock.withLock { _ -> Result in
-      // Checked inside the critical section: the flag shares the lock's cache line, which this thread
-      // now owns, so the check costs no extra cache-line transfer under contention.
+    return exclusively { () -> Result in
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
-      nonisolated(unsafe) let result = body(&self.value)
+      let result = body(&self.value)
       if Self.usesSequenceLock { publishLocked() }
       return result
     }
@@ -195,11 +243,10 @@ public final class Isolated<Value> {
   ) throws(Failure) -> Result {
     // `Mutex<Value>` would demand `sending` values in and out of every closure (see Sendability above), so the
     // lock guards a plain stored property instead; `Isolated` only crosses threads when `Value` is Sendable.
-    return try lock.withLock { _ throws(Failure) -> Result in
+    return try exclusivelyThrowing { () throws(Failure) -> Result in
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
       defer { if Self.usesSequenceLock { publishLocked() } }
-      nonisolated(unsafe) let result = try body(&self.value)
-      return result
+      return try body(&self.value)
     }
   }
 
@@ -237,7 +284,7 @@ public final class Isolated<Value> {
     return nil
   }
 
-  /// Stores `value` into the sequence lock; the caller holds `lock` (or is the initializer).
+  /// Stores `value` into the sequence lock; the caller holds `sequenceLock` (or is the initializer).
   ///
   /// Counter made odd (relaxed), releasing fence, data words (relaxed), counter made even (releasing): a
   /// reader that sees the even count either sees all these words or sees the count change.
@@ -260,7 +307,7 @@ public final class Isolated<Value> {
 
   // MARK: - Asynchronous writes
 
-  /// Applies every queued ``writeAsync(_:)`` closure, in issue order; the caller holds `lock`.
+  /// Applies every queued ``writeAsync(_:)`` closure, in issue order; the caller is inside ``exclusively(_:)``.
   ///
   /// `hasPending` is cleared only once the batch is applied and published, and only if nothing was queued
   /// meanwhile, so whoever sees it cleared sees the batch: through the sequence lock or under `lock`.
@@ -281,14 +328,15 @@ public final class Isolated<Value> {
 
   /// Takes the lock and applies every queued ``writeAsync(_:)`` closure (the background drain).
   func applyPendingWrites() {
-    lock.withLock { _ in
+    exclusively {
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
     }
   }
 }
 
-// The Mutex `lock` guards `value` and `spare` and serialises the stores to `published`, whose words are
-// atomics; the Mutex `pending` guards queued writes; the rest is immutable or atomic.
+// `exclusively` (the Mutex `sequenceLock` for sequence-locked values, else the Mutex `lock`) guards `value` and
+// `spare` and serialises the stores to `published`, whose words are atomics; the Mutex `pending` guards queued
+// writes; the rest is immutable or atomic.
 extension Isolated: @unchecked Sendable where Value: Sendable {}
 
 extension Isolated where Value: Sendable {
@@ -308,13 +356,12 @@ extension Isolated where Value: Sendable {
   public func writeAsync(_ body: @escaping @Sendable (inout Value) -> Void) {
     // Only tries the lock: a free lock means applying now costs what `write` costs, and keeps the order
     // (queued writes, all issued earlier, are applied first).
-    let applied: Bool? = lock.withLockIfAvailable { _ -> Bool in
+    let applied = exclusivelyIfAvailable {
       if hasPending.load(ordering: .acquiring) { applyPendingWritesLocked() }
       body(&self.value)
       if Self.usesSequenceLock { publishLocked() }
-      return true
     }
-    if applied == nil { enqueue(body) }
+    if !applied { enqueue(body) }
   }
 
   /// Queues `body` for the next reader, writer or background drain (the lock was busy).

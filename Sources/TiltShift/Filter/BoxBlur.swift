@@ -213,7 +213,7 @@ struct BoxKernel {
 ///
 /// Produces exactly what three separate ``BoxKernel/blurColumns(_:_:rowBytes:height:columns:rows:sums:)``
 /// passes produce (the same running sums, the same rounding, the same edge extension), but the two
-/// intermediate results live in rings of `2 · radius + 2` rows of the strip instead of whole images: each
+/// intermediate results live in rings of at least `2 · radius + 2` rows of the strip, not whole images: each
 /// stage computes a row just before the next stage needs it, so the strip's working set stays in the L2
 /// cache and the image is read once and written once instead of three times each.
 struct VerticalCascade {

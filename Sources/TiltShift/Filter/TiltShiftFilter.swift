@@ -12,10 +12,11 @@
 /// extension, each pass rounded to 8 bits — the playground's three `vImageBoxConvolve` calls, split
 /// into separable passes.
 ///
-/// Each pass costs O(1) per sample whatever the radius (running sums). Horizontal passes run on row
-/// bands; vertical passes run on column strips, each walking down the rows so that memory is read
-/// row-wise. Rows whose mask weight is 0 (the middle of the clear band) are never blurred. The bands
-/// run concurrently; `bands: 1` runs on the calling thread only. The call blocks until done.
+/// Each pass costs O(1) per sample whatever the radius (running sums). The three vertical passes run
+/// fused, one walk down each column strip through rings of rows; the horizontal
+/// passes run through the same vectorised cascade on transposed slabs of rows. Rows whose mask weight is 0
+/// (the middle of the clear band) are never blurred. The bands run concurrently; `bands: 1` runs on the
+/// calling thread only. The call blocks until done.
 ///
 /// ```swift
 /// let image = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
