@@ -44,9 +44,32 @@ private protocol LockCandidate: Sendable {
   /// Reads the pair under the lock, spending `spin` multiply-adds inside the critical section.
   func read(spin: Int) -> Int
   func write(_ stamp: Int)
+  /// Runs `ops` operations, a write every `writeEvery`-th, and returns the reads' digest.
+  ///
+  /// A requirement (each candidate forwards to the generic ``mixLoop(_:ops:writeEvery:spin:)``), so the loop
+  /// is specialised for every candidate: no dynamic dispatch per operation dilutes the differences.
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int
+}
+
+/// The operations of one thread: a write, then `writeEvery - 1` reads, and again (a countdown, not a division).
+@inline(__always)
+private func mixLoop<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, writeEvery: Int, spin: Int) -> Int {
+  var total = 0
+  var untilWrite = 0
+  for i in 0..<ops {
+    if untilWrite == 0 {
+      candidate.write(i)
+      untilWrite = writeEvery - 1
+    } else {
+      total &+= candidate.read(spin: spin)
+      untilWrite &-= 1
+    }
+  }
+  return total
 }
 
 private final class MutexCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Mutex(Pair())
   func read(spin: Int) -> Int { state.withLock { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -59,6 +82,7 @@ private final class MutexCandidate: LockCandidate {
 
 // The pthread_rwlock_t guards `value`; the lock lives on the heap so its address never moves.
 private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendable {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let lock: UnsafeMutablePointer<pthread_rwlock_t>
   var value = Pair()
 
@@ -89,6 +113,7 @@ private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendabl
 
 // The concurrent queue guards `value`: reads run in `sync`, writes in barrier blocks (the seed's pattern).
 private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let queue = DispatchQueue(label: "spindle.bench.barrier", attributes: .concurrent)
   var value = Pair()
   func read(spin: Int) -> Int { queue.sync { digest(value, spin: spin) } }
@@ -101,6 +126,7 @@ private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
 }
 
 private final class IsolatedCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Isolated(Pair())
   func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -112,6 +138,7 @@ private final class IsolatedCandidate: LockCandidate {
 }
 
 private final class IsolatedAsyncWriteCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Isolated(Pair())
   func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -162,10 +189,7 @@ private func runMix<Candidate: LockCandidate>(
     Thread.detachNewThread {
       gate.arriveAndWait(for: threads)
       let start = threadCPUSeconds()
-      var total = 0
-      for i in 0..<(ops / threads) {
-        if i % writeEvery == 0 { candidate.write(i) } else { total &+= candidate.read(spin: spin) }
-      }
+      let total = candidate.loop(ops: ops / threads, writeEvery: writeEvery, spin: spin)
       nanoseconds.add(Int((threadCPUSeconds() - start) * 1e9), ordering: .relaxed)
       sink.wrappingAdd(total, ordering: .relaxed)
       finished.signal()
