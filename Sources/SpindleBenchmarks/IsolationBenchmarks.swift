@@ -15,6 +15,8 @@ package let isolationBenchmarkSuite = BenchmarkSuite(
   report.results += await semaphoreResults(options)
   report.notes = [
     "lock rows: ops split evenly over dedicated threads started together; 95/5 writes every 20th op, 50/50 every other",
+    "lock rows: times are the threads' CPU seconds in the mix, summed (wall time on a shared machine measures the wait "
+      + "for a core); a thread asleep on a contended lock is not counted, which favours the blocking locks",
     "lock rows: runs interleaved across candidates so that outside load hits all of them alike",
     "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes",
     "ratios are medians against the baseline measured in the same run; the machine is shared, quote ratios",
@@ -42,9 +44,32 @@ private protocol LockCandidate: Sendable {
   /// Reads the pair under the lock, spending `spin` multiply-adds inside the critical section.
   func read(spin: Int) -> Int
   func write(_ stamp: Int)
+  /// Runs `ops` operations, a write every `writeEvery`-th, and returns the reads' digest.
+  ///
+  /// A requirement (each candidate forwards to the generic ``mixLoop(_:ops:writeEvery:spin:)``), so the loop
+  /// is specialised for every candidate: no dynamic dispatch per operation dilutes the differences.
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int
+}
+
+/// The operations of one thread: a write, then `writeEvery - 1` reads, and again (a countdown, not a division).
+@inline(__always)
+private func mixLoop<Candidate: LockCandidate>(_ candidate: Candidate, ops: Int, writeEvery: Int, spin: Int) -> Int {
+  var total = 0
+  var untilWrite = 0
+  for i in 0..<ops {
+    if untilWrite == 0 {
+      candidate.write(i)
+      untilWrite = writeEvery - 1
+    } else {
+      total &+= candidate.read(spin: spin)
+      untilWrite &-= 1
+    }
+  }
+  return total
 }
 
 private final class MutexCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Mutex(Pair())
   func read(spin: Int) -> Int { state.withLock { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -57,6 +82,7 @@ private final class MutexCandidate: LockCandidate {
 
 // The pthread_rwlock_t guards `value`; the lock lives on the heap so its address never moves.
 private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendable {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let lock: UnsafeMutablePointer<pthread_rwlock_t>
   var value = Pair()
 
@@ -87,6 +113,7 @@ private final class ReaderWriterLockCandidate: LockCandidate, @unchecked Sendabl
 
 // The concurrent queue guards `value`: reads run in `sync`, writes in barrier blocks (the seed's pattern).
 private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let queue = DispatchQueue(label: "spindle.bench.barrier", attributes: .concurrent)
   var value = Pair()
   func read(spin: Int) -> Int { queue.sync { digest(value, spin: spin) } }
@@ -99,6 +126,7 @@ private final class BarrierQueueCandidate: LockCandidate, @unchecked Sendable {
 }
 
 private final class IsolatedCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Isolated(Pair())
   func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -110,6 +138,7 @@ private final class IsolatedCandidate: LockCandidate {
 }
 
 private final class IsolatedAsyncWriteCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
   let state = Isolated(Pair())
   func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
   func write(_ stamp: Int) {
@@ -132,28 +161,42 @@ private final class StartGate: Sendable {
   }
 }
 
-/// Runs the mix on `threads` dedicated threads that start together (a start gate), so that they really overlap.
+/// CPU seconds the calling thread has used.
+private func threadCPUSeconds() -> Double {
+  var time = timespec()
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+  return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// Runs the mix on `threads` dedicated threads that start together (a start gate), so that they really overlap,
+/// and returns the CPU seconds the threads spent in the mix, summed.
+///
+/// CPU time, not wall time: on a machine shared with other work, a thread's wall time mostly measures how
+/// long it waited for a core. CPU time still counts every cache-line transfer, spin and system call of the
+/// lock; time a thread sleeps in a futex waiting for the lock is not counted, which favours blocking locks
+/// (Mutex, pthread_rwlock) over Isolated's lock-free reads, never the other way.
 private func runMix<Candidate: LockCandidate>(
   _ candidate: Candidate,
   ops: Int,
   threads: Int,
   writeEvery: Int,
   spin: Int
-) {
+) -> Double {
   let gate = StartGate()
   let finished = DispatchSemaphore(value: 0)
+  let nanoseconds = Atomic<Int>(0)
   for _ in 0..<threads {
     Thread.detachNewThread {
       gate.arriveAndWait(for: threads)
-      var total = 0
-      for i in 0..<(ops / threads) {
-        if i % writeEvery == 0 { candidate.write(i) } else { total &+= candidate.read(spin: spin) }
-      }
+      let start = threadCPUSeconds()
+      let total = candidate.loop(ops: ops / threads, writeEvery: writeEvery, spin: spin)
+      nanoseconds.add(Int((threadCPUSeconds() - start) * 1e9), ordering: .relaxed)
       sink.wrappingAdd(total, ordering: .relaxed)
       finished.signal()
     }
   }
   for _ in 0..<threads { finished.wait() }
+  return Double(nanoseconds.load(ordering: .relaxed)) / 1e9
 }
 
 private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResult] {
@@ -187,12 +230,11 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
         name.hasPrefix("concurrent queue") ? ops / 10 : ops
       }
       var seconds = Array(repeating: [Double](), count: candidates.count)
-      let clock = ContinuousClock()
       for round in -1..<rounds {
         for (index, (_, candidate)) in candidates.enumerated() {
-          let start = clock.now
-          runMix(candidate, ops: counts[index], threads: threads, writeEvery: mix.writeEvery, spin: mix.spin)
-          if round >= 0 { seconds[index].append((clock.now - start).secondsValue) }  // round -1 warms up
+          let cpu = runMix(
+            candidate, ops: counts[index], threads: threads, writeEvery: mix.writeEvery, spin: mix.spin)
+          if round >= 0 { seconds[index].append(cpu) }  // round -1 warms up
           usleep(2_000)
         }
       }
@@ -206,7 +248,7 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
             sample: normalized(sample, by: Double(ops) / Double(counts[index])),
             items: ops,
             isBaseline: index == 0,
-            note: String(format: "%.1f M ops/s", perSecond / 1e6)
+            note: String(format: "%.1f M ops per CPU-second", perSecond / 1e6)
           )
         )
       }

@@ -107,7 +107,17 @@ struct TiltShiftBenchmark {
       }
     }
 
+    // The floor: the same files through the same libjpeg-turbo, decoded and encoded again with no filter,
+    // as many at once as there are cores (the codecs are single-threaded, so this is their best schedule).
+    @Sendable func codecOnly(_ index: Int) throws {
+      let image = try decoder.decode(contentsOf: inputs[index])
+      try ImageFile.writeAtomically(try encoder.encode(image), to: outputs + "/floor-\(index).jpg")
+    }
     var whole: [(String, Contender.Kind, () throws -> Void)] = [
+      (
+        "floor: libjpeg-turbo decode + encode only, \(bands) at once", .inProcess,
+        { try Self.concurrently(inputs.count, width: bands) { try codecOnly($0) } }
+      ),
       (
         "TiltShift, images in turn, \(bands) bands", .inProcess,
         { for index in inputs.indices { try job(index, bands: bands) } }

@@ -31,4 +31,16 @@ package struct TSanVisibleMutex<Value: ~Copyable>: ~Copyable, Sendable {
       return try body(&value)
     }
   }
+
+  /// Runs `body` under the lock if nobody holds it, without waiting; nil if the lock was taken.
+  @inlinable @inline(__always)
+  package borrowing func withLockIfAvailable<Result, Failure: Error>(
+    _ body: (inout sending Value) throws(Failure) -> sending Result
+  ) throws(Failure) -> sending Result? {
+    try mutex.withLockIfAvailable { (value: inout sending Value) throws(Failure) -> sending Result in
+      let current = epoch.load(ordering: .acquiring)
+      defer { epoch.store(current &+ 1, ordering: .releasing) }
+      return try body(&value)
+    }
+  }
 }

@@ -16,7 +16,7 @@ struct BoxKernel {
   private let rounding: UInt32
   /// For narrow boxes, a 16-bit reciprocal (`(sum + radius) · multiplier >> 16 >> shift`), checked exact
   /// for every possible sum when the kernel is made; nil when no 16-bit reciprocal is exact.
-  private let narrow: (multiplier: UInt32, shift: UInt16)?
+  let narrow: (multiplier: UInt32, shift: UInt16)?
 
   init(width: Int) {
     precondition(width >= 1 && width % 2 == 1 && width <= Self.maximumWidth, "box width must be odd in 1...4095")
@@ -205,6 +205,213 @@ struct BoxKernel {
         output[j] = UInt8(truncatingIfNeeded: high &>> shift)
         sums[j] = sum &+ UInt16(entering[j]) &- UInt16(leaving[j])
       }
+    }
+  }
+}
+
+/// Three vertical box passes fused into one walk down a strip of byte columns.
+///
+/// Produces exactly what three separate ``BoxKernel/blurColumns(_:_:rowBytes:height:columns:rows:sums:)``
+/// passes produce (the same running sums, the same rounding, the same edge extension), but the two
+/// intermediate results live in rings of at least `2 · radius + 2` rows of the strip, not whole images: each
+/// stage computes a row just before the next stage needs it, so the strip's working set stays in the L2
+/// cache and the image is read once and written once instead of three times each.
+struct VerticalCascade {
+  let kernel: BoxKernel
+  let rowBytes: Int
+  let height: Int
+  /// Rows per ring: a consumer at row y needs its producer's rows y − radius … y + radius + 1 (2r + 2 rows),
+  /// rounded up to a power of two so that a row's slot is a mask, not a division.
+  let slots: Int
+  /// The widest strip, in bytes.
+  let stripBytes: Int
+  private let rings: UnsafeMutablePointer<UInt8>
+  private let sums: UnsafeMutableRawPointer
+
+  /// The ring length for a kernel: the power of two at or above `2 · radius + 2`.
+  static func slots(for kernel: BoxKernel) -> Int {
+    var slots = 1
+    while slots < 2 * kernel.radius + 2 { slots <<= 1 }
+    return slots
+  }
+
+  /// The strip width for a kernel: both rings within about 256 KB, a multiple of 64 bytes, 64...2048.
+  static func stripBytes(for kernel: BoxKernel) -> Int {
+    min(2048, max(64, 256 * 1024 / (2 * slots(for: kernel)) / 64 * 64))
+  }
+
+  /// A cascade over an image of `height` rows of `rowBytes`, in strips of at most `stripBytes` (by default
+  /// ``stripBytes(for:)``).
+  init(kernel: BoxKernel, rowBytes: Int, height: Int, stripBytes: Int? = nil) {
+    self.kernel = kernel
+    self.rowBytes = rowBytes
+    self.height = height
+    slots = Self.slots(for: kernel)
+    self.stripBytes = stripBytes ?? Self.stripBytes(for: kernel)
+    rings = .allocate(capacity: 2 * slots * self.stripBytes)
+    sums = .allocate(byteCount: 3 * self.stripBytes * MemoryLayout<UInt32>.stride, alignment: 64)
+  }
+
+  /// Frees the rings and sums.
+  func deallocate() {
+    rings.deallocate()
+    sums.deallocate()
+  }
+
+  /// Blurs `columns` (at most ``stripBytes`` wide) of the output rows `rows` from `source` (the horizontal
+  /// result, valid on `rows` grown by three radii) into `destination`, calling `finished(y)` after each row.
+  func run(
+    _ source: UnsafePointer<UInt8>, _ destination: UnsafeMutablePointer<UInt8>, columns: Range<Int>, rows: Range<Int>,
+    finished: (Int) -> Void
+  ) {
+    run(source, columns: columns, rows: rows, outputRow: { destination + $0 &* rowBytes }, finished: finished)
+  }
+
+  /// ``run(_:_:columns:rows:finished:)`` writing row `y` at `outputRow(y)` (plus the strip's first column).
+  func run(
+    _ source: UnsafePointer<UInt8>, columns: Range<Int>, rows: Range<Int>,
+    outputRow: (Int) -> UnsafeMutablePointer<UInt8>, finished: (Int) -> Void
+  ) {
+    guard !rows.isEmpty else { return }
+    let count = columns.count
+    let radius = kernel.radius
+    let last = height - 1
+    let mask = slots - 1
+    let ring1 = rings
+    let ring2 = rings + slots * stripBytes
+    let stride = stripBytes
+    let sums1 = sums
+    let sums2 = sums + stripBytes * MemoryLayout<UInt32>.stride
+    let sums3 = sums + 2 * stripBytes * MemoryLayout<UInt32>.stride
+    let input = source + columns.lowerBound
+    @inline(__always) func sourceRow(_ y: Int) -> UnsafePointer<UInt8> { input + y &* rowBytes }
+    @inline(__always) func ring1Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring1 + (y & mask) &* stride }
+    @inline(__always) func ring2Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring2 + (y & mask) &* stride }
+
+    // Stage 1 (source → ring 1) and stage 2 (ring 1 → ring 2) produce their rows on demand, in order.
+    var next1 = max(rows.lowerBound - 2 * radius, 0)
+    let end1 = min(rows.upperBound - 1 + 2 * radius, last) + 1
+    var next2 = max(rows.lowerBound - radius, 0)
+    let end2 = min(rows.upperBound - 1 + radius, last) + 1
+    kernel.startSums(sums1, count: count, at: next1, last: last) { sourceRow($0) }
+    var started2 = false
+
+    func produce1(through row: Int) {
+      while next1 <= row {
+        let y = next1
+        if y + 1 < end1 {
+          kernel.slideRow(
+            sums1, into: ring1Row(y), entering: sourceRow(min(y + radius + 1, last)),
+            leaving: sourceRow(max(y - radius, 0)), count: count)
+        } else {
+          kernel.averageRow(sums1, into: ring1Row(y), count: count)
+        }
+        next1 = y + 1
+      }
+    }
+    func produce2(through row: Int) {
+      if !started2 {
+        produce1(through: min(next2 + radius, last))
+        kernel.startSums(sums2, count: count, at: next2, last: last) { UnsafePointer(ring1Row($0)) }
+        started2 = true
+      }
+      while next2 <= row {
+        let y = next2
+        if y + 1 < end2 {
+          let entering = min(y + radius + 1, last)
+          produce1(through: entering)
+          kernel.slideRow(
+            sums2, into: ring2Row(y), entering: ring1Row(entering), leaving: ring1Row(max(y - radius, 0)), count: count)
+        } else {
+          kernel.averageRow(sums2, into: ring2Row(y), count: count)
+        }
+        next2 = y + 1
+      }
+    }
+    // Stage 3: ring 2 → destination, one finished row at a time.
+    produce2(through: min(rows.lowerBound + radius, last))
+    kernel.startSums(sums3, count: count, at: rows.lowerBound, last: last) { UnsafePointer(ring2Row($0)) }
+    for y in rows {
+      let target = outputRow(y) + columns.lowerBound
+      if y + 1 < rows.upperBound {
+        let entering = min(y + radius + 1, last)
+        produce2(through: entering)
+        kernel.slideRow(
+          sums3, into: target, entering: ring2Row(entering), leaving: ring2Row(max(y - radius, 0)), count: count)
+      } else {
+        kernel.averageRow(sums3, into: target, count: count)
+      }
+      finished(y)
+    }
+  }
+}
+
+extension BoxKernel {
+  /// Sets `sums` to the window sums of output row `y`: rows `y − radius … y + radius`, clamped to `0...last`.
+  @inline(__always)
+  func startSums(
+    _ sums: UnsafeMutableRawPointer, count: Int, at y: Int, last: Int, row: (Int) -> UnsafePointer<UInt8>
+  ) {
+    if narrow != nil {
+      let sums = sums.assumingMemoryBound(to: UInt16.self)
+      sums.update(repeating: 0, count: count)
+      for offset in -radius...radius {
+        let source = row(min(max(y + offset, 0), last))
+        for j in 0..<count { sums[j] &+= UInt16(source[j]) }
+      }
+    } else {
+      let sums = sums.assumingMemoryBound(to: UInt32.self)
+      sums.update(repeating: 0, count: count)
+      for offset in -radius...radius {
+        let source = row(min(max(y + offset, 0), last))
+        for j in 0..<count { sums[j] &+= UInt32(source[j]) }
+      }
+    }
+  }
+
+  /// Writes the rounded window means of `sums` to `output`, then slides the windows down one row.
+  @inline(__always)
+  func slideRow(
+    _ sums: UnsafeMutableRawPointer, into output: UnsafeMutablePointer<UInt8>, entering: UnsafePointer<UInt8>,
+    leaving: UnsafePointer<UInt8>, count: Int
+  ) {
+    if let narrow {
+      let sums = sums.assumingMemoryBound(to: UInt16.self)
+      let rounding = UInt16(radius)
+      // 16 × 16 → high 16 bits: one `pmulhuw` per 8 lanes (a 32-bit multiplier costs six instructions).
+      let multiplier = UInt16(truncatingIfNeeded: narrow.multiplier)
+      let shift = narrow.shift
+      for j in 0..<count {
+        let sum = sums[j]
+        let high = UInt16(truncatingIfNeeded: (UInt32(sum &+ rounding) &* UInt32(multiplier)) &>> 16)
+        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
+        sums[j] = sum &+ UInt16(entering[j]) &- UInt16(leaving[j])
+      }
+    } else {
+      let sums = sums.assumingMemoryBound(to: UInt32.self)
+      for j in 0..<count {
+        let sum = sums[j]
+        output[j] = average(sum)
+        sums[j] = sum &+ UInt32(entering[j]) &- UInt32(leaving[j])
+      }
+    }
+  }
+
+  /// Writes the rounded window means of `sums` to `output` (the last row of a run: no slide).
+  @inline(__always)
+  func averageRow(_ sums: UnsafeMutableRawPointer, into output: UnsafeMutablePointer<UInt8>, count: Int) {
+    if let narrow {
+      let sums = sums.assumingMemoryBound(to: UInt16.self)
+      let rounding = UInt16(radius)
+      let multiplier = UInt16(truncatingIfNeeded: narrow.multiplier)
+      let shift = narrow.shift
+      for j in 0..<count {
+        let high = UInt16(truncatingIfNeeded: (UInt32(sums[j] &+ rounding) &* UInt32(multiplier)) &>> 16)
+        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
+      }
+    } else {
+      let sums = sums.assumingMemoryBound(to: UInt32.self)
+      for j in 0..<count { output[j] = average(sums[j]) }
     }
   }
 }
