@@ -39,6 +39,14 @@ package enum Platform {
     #endif
   }
 
+  /// Asks the kernel to back `length` bytes at `pointer` (2 MiB aligned) with huge pages (`madvise`); a hint that
+  /// is ignored where unsupported.
+  package static func adviseHugePages(_ pointer: UnsafeMutableRawPointer, length: Int) {
+    #if os(Linux)
+      _ = madvise(pointer, length, MADV_HUGEPAGE)
+    #endif
+  }
+
   /// Gives up the rest of the calling thread's time slice (`sched_yield`).
   package static func yieldThread() {
     sched_yield()

@@ -299,7 +299,9 @@ func adviseHugePages(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
     guard let base = buffer.baseAddress, buffer.count >= 2 * huge else { return }
     let start = (Int(bitPattern: base) + huge - 1) & ~(huge - 1)
     let end = (Int(bitPattern: base) + buffer.count) & ~(huge - 1)
-    if end > start { _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE) }
+    if end > start, let pointer = UnsafeMutableRawPointer(bitPattern: start) {
+      Platform.adviseHugePages(pointer, length: end - start)
+    }
   #endif
 }
 

@@ -79,7 +79,7 @@ private func spin(_ n: Int) -> Int {
   return x
 }
 
-@Suite struct IsolatedStressTests {
+@Suite struct IsolatedSequenceLockTests {
   @Test func readsOfSmallPlainValuesTakeTheSequenceLockOthersTheMutex() {
     #expect(Isolated<Int>.usesSequenceLock)
     #expect(Isolated<Bool>.usesSequenceLock)
@@ -102,7 +102,7 @@ private func spin(_ n: Int) -> Int {
   /// eight words equal, readers see writes progress, and the last write wins.
   @Test func sequenceLockedReadsNeverTear() {
     let state = Isolated(EightWords())
-    let writes = UInt(stressSize(20_000))
+    let writes = UInt(Stress.scaled(20_000))
     let writersDone = Atomic<Int>(0)
     let torn = Counter()
     let reads = Counter()
@@ -145,7 +145,7 @@ private func spin(_ n: Int) -> Int {
   /// A value of 7 bytes (one partly used word) keeps its bytes through many publishes and torn-read checks.
   @Test func partlyFilledWordsPublishExactly() {
     let state = Isolated(Packed())
-    let writes = UInt32(stressSize(20_000))
+    let writes = UInt32(Stress.scaled(20_000))
     let stop = Atomic<Bool>(false)
     let torn = Counter()
     let ended = onThreads(6) { index in
@@ -172,7 +172,7 @@ private func spin(_ n: Int) -> Int {
     let smallWriters = Atomic<Int>(0)
     let writerOverlaps = Counter()
     let readerOverlaps = Counter()
-    let perThread = stressSize(5_000)
+    let perThread = Stress.scaled(5_000)
     let ended = onThreads(8) { index in
       for i in 0..<perThread {
         switch (index + i) % 4 {
