@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Spindle
+@testable import Spindle
 import Synchronization
 import Testing
 
@@ -21,6 +21,7 @@ struct IsolatedStressTests {
     let workers = 64
     let laps = Reliability.size(600, full: 10_000)
     let value = Isolated(Wide())
+    let sequenced = Isolated<Wide>.usesSequenceLock
     let readers = Atomic<Int>(0)
     let writers = Atomic<Int>(0)
     let overlaps = Atomic<Int>(0)
@@ -37,7 +38,9 @@ struct IsolatedStressTests {
             let seen = value.read { wide -> Bool in
               readers.add(1, ordering: .acquiringAndReleasing)
               defer { readers.subtract(1, ordering: .acquiringAndReleasing) }
-              if writers.load(ordering: .acquiring) != 0 { overlaps.add(1, ordering: .relaxed) }
+              // A small plain value is read from a validated snapshot (sequence lock): such a read may run while a
+              // writer works, by design; only torn values count. Locked reads must never overlap a writer.
+              if !sequenced && writers.load(ordering: .acquiring) != 0 { overlaps.add(1, ordering: .relaxed) }
               return wide.a == wide.b && wide.b == wide.c && wide.c == wide.d
             }
             if !seen { torn.add(1, ordering: .relaxed) }
@@ -45,7 +48,7 @@ struct IsolatedStressTests {
             let stamp = UInt64(worker << 32 | lap)
             value.write { wide in
               if writers.add(1, ordering: .acquiringAndReleasing).newValue != 1
-                || readers.load(ordering: .acquiring) != 0
+                || (!sequenced && readers.load(ordering: .acquiring) != 0)
               {
                 overlaps.add(1, ordering: .relaxed)
               }

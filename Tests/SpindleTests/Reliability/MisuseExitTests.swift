@@ -31,7 +31,7 @@ struct MisuseExitTests {
     }
     let output = Self.stderr(result)
     #expect(
-      output.contains("WorkQueue 'self-wait': waitUntilAllFinished() called from inside the body of work 'waiter'"))
+      output.contains("WorkQueue 'self-wait': waitUntilAllFinished() called from inside work 'waiter'"))
     #expect(output.contains("would wait for itself and deadlock"))
   }
 
@@ -116,10 +116,9 @@ struct MisuseExitTests {
     #expect(Self.stderr(forEach).contains("concurrentForEach needs maxConcurrent >= 1, got 0"))
   }
 
-  // needs-engine: Work.wait() on the work whose body is running throws a deadlock error instead of hanging.
+  // Work.wait() on the work whose body is running throws a deadlock error instead of hanging.
   @Test(
-    "Work.wait() from its own body throws instead of hanging (child process, 20 s watchdog)",
-    .disabled("needs the rebuilt engine"))
+    "Work.wait() from its own body throws instead of hanging (child process, 20 s watchdog)")
   func waitOnOwnWork() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       DispatchQueue.global().asyncAfter(deadline: .now() + 20) {
@@ -147,9 +146,9 @@ struct MisuseExitTests {
     #expect(Self.stderr(result).contains("outcome=threw"))
   }
 
-  // needs-engine: a callback body that drops `finish` without calling it fails the work instead of leaving it
+  // A callback body that drops `finish` without calling it fails the work instead of leaving it
   // running forever.
-  @Test("a callback whose finish is dropped fails the work", .disabled("needs the rebuilt engine"))
+  @Test("a callback whose finish is dropped fails the work")
   func droppedFinish() async {
     let queue = WorkQueue(name: "dropped")
     let work = queue.addCallback(name: "drop") { (_: WorkFinish<Int>) in }
