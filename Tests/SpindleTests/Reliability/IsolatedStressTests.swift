@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
-@testable import Spindle
 import Synchronization
 import Testing
+
+@testable import Spindle
 
 /// Issue 15, item 7: `Isolated` under 64 threads: one writer at a time, no reader during a write, no torn value.
 @Suite("Reliability: Isolated")
