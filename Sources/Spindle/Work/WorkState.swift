@@ -3,9 +3,9 @@
 /// An item moves `pending` → `ready` → `running` → one of the three final states; cancellation or a
 /// failed dependency can move it from `pending` or `ready` straight to a final state without running.
 public enum WorkState: Sendable, Hashable {
-  /// Waiting for its dependencies, or added to a suspended queue.
+  /// Waiting for its dependencies, a delay, its next retry or an exclusivity key.
   case pending
-  /// Every dependency is done; waiting for a free slot in its queue.
+  /// Every dependency is done; waiting for a free slot in its queue (also while the queue is suspended).
   case ready
   /// The body is running (an `async` or callback body counts as running until it completes).
   case running

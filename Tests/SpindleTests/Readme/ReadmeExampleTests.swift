@@ -27,6 +27,36 @@ import Testing
     if let file { fclose(file) }
   }
 
+  @Test func workQueuePartTwo() async throws {
+    // README: work queue part two
+    let queue = WorkQueue(name: "photos", maxConcurrent: 4)
+    let gate = queue.addBarrier { print("everything added before me is done") }
+    let page = queue.add(name: "page", timeout: .seconds(2)) { "<html>" }  // WorkTimeoutError naming "page"
+    let upload = queue.add(retry: .exponential(maxAttempts: 5, initial: .milliseconds(1))) { 200 }
+    let later = queue.add(delay: .milliseconds(20)) { "polled" }  // holds no slot while it waits
+    let shot = queue.add(exclusive: "camera") { "click" }  // one at a time per key, across queues
+    let online = queue.add(condition: .skip(unless: { true })) { "synced" }  // skipped work ends cancelled
+    let album = queue.group(name: "album") { group in
+      let thumbs = (1...4).map { p in group.add { "thumb \(p)" } }
+      return group.add(afterAll: thumbs) { $0 }
+    }
+    queue.batch { for p in 1...3 { queue.add(priority: p == 3 ? .high : .normal) { p } } }
+    let failures = queue.observe { event in if case .finished(.failed) = event.kind { print(event) } }
+    let thumbnails = try await album.value  // ["thumb 1", "thumb 2", "thumb 3", "thumb 4"]
+    try await queue.allFinished()
+    let done = queue.progress  // completed of added, since the queue was last idle
+    // END README
+    failures.cancel()
+    #expect(thumbnails == ["thumb 1", "thumb 2", "thumb 3", "thumb 4"])
+    try await gate.value
+    #expect(try await page.value == "<html>")
+    #expect(try await upload.value == 200)
+    #expect(try await later.value == "polled")
+    #expect(try await shot.value == "click")
+    #expect(try await online.value == "synced")
+    #expect(done.completed == done.total && done.total >= 12)
+  }
+
   @Test func workGraphs() async throws {
     // README: work graphs
     let queue = WorkQueue(name: "words", maxConcurrent: 2)
