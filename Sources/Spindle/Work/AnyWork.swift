@@ -252,9 +252,33 @@ public class AnyWork: @unchecked Sendable {
       return executeWithExtras(body, extras, trace)
     }
     self.body = nil
+    let priority = engine?.taskPriority
+    lock.unlock()
+    switch run(body, trace: trace, priority: priority) {
+    case .detached:
+      return .detached
+    case .ended(let termination):
+      let completed: Completed? = lock.withLock {
+        guard phase.termination == nil else { return nil }
+        return completeLocked(termination)
+      }
+      guard let completed else { preconditionFailure("Spindle: running work completed twice") }
+      return .completed(completed)
+    }
+  }
+
+  /// How a body that was started went on.
+  private enum BodyRun {
+    /// It ended on this thread (a synchronous body, or a callback body that called `finish` before returning).
+    case ended(Termination)
+    /// An `async` body's task or a callback body's pending `finish` holds the slot now.
+    case detached
+  }
+
+  /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
+  private func run(_ body: ErasedBody, trace: WorkTrace?, priority: TaskPriority?) -> BodyRun {
     switch body {
     case .sync(let run):
-      lock.unlock()
       let start = trace?.now()
       let saved = WorkContext.bind(self)
       let termination = run(self)
@@ -262,15 +286,8 @@ public class AnyWork: @unchecked Sendable {
       if let trace, let start {
         trace.record(self, start: start, thread: currentThreadID(), termination: termination)
       }
-      let completed: Completed? = lock.withLock {
-        guard phase.termination == nil else { return nil }
-        return completeLocked(termination)
-      }
-      guard let completed else { preconditionFailure("Spindle: running work completed twice") }
-      return .completed(completed)
+      return .ended(termination)
     case .async(let run):
-      let priority = engine?.taskPriority
-      lock.unlock()
       let task = Task(priority: priority) { [self] in
         trace?.recordStart(self)
         let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
@@ -284,22 +301,20 @@ public class AnyWork: @unchecked Sendable {
       if cancelNow { task.cancel() }
       return .detached
     case .callback(let run):
-      inBody = true
-      lock.unlock()
+      lock.withLock { inBody = true }
       trace?.recordStart(self)
       let saved = WorkContext.bind(self)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
       WorkContext.$taskWork.withValue(self) { run(self) }
       WorkContext.restore(saved)
-      let completed: Completed? = lock.withLock {
+      let inline: Termination? = lock.withLock {
         inBody = false
-        guard let termination = inlineTermination, phase.termination == nil else { return nil }
-        inlineTermination = nil
-        return completeLocked(termination)
+        defer { inlineTermination = nil }
+        return phase.termination == nil ? inlineTermination : nil
       }
-      guard let completed else { return .detached }
-      trace?.recordEnd(self, termination: completed.termination)
-      return .completed(completed)
+      guard let inline else { return .detached }
+      trace?.recordEnd(self, termination: inline)
+      return .ended(inline)
     }
   }
 
@@ -372,43 +387,10 @@ public class AnyWork: @unchecked Sendable {
         self?.timeOut(attempt: attempt)
       }
     }
-    switch body {
-    case .sync(let run):
-      let start = trace?.now()
-      let saved = WorkContext.bind(self)
-      let termination = run(self)
-      WorkContext.restore(saved)
-      if let trace, let start {
-        trace.record(self, start: start, thread: currentThreadID(), termination: termination)
-      }
-      return settleOnWorker(termination)
-    case .async(let run):
-      let priority = extras.options.qos.map(taskPriority(for:)) ?? engine?.taskPriority
-      let task = Task(priority: priority) { [self] in
-        trace?.recordStart(self)
-        let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
-        finishDetached(termination)
-      }
-      let cancelNow: Bool = lock.withLock {
-        guard case .running = phase else { return false }
-        runningTask = task
-        return cancelRequested
-      }
-      if cancelNow { task.cancel() }
-      return .detached
-    case .callback(let run):
-      lock.withLock { inBody = true }
-      trace?.recordStart(self)
-      let saved = WorkContext.bind(self)
-      WorkContext.$taskWork.withValue(self) { run(self) }
-      WorkContext.restore(saved)
-      let inline: Termination? = lock.withLock {
-        inBody = false
-        defer { inlineTermination = nil }
-        return phase.termination == nil ? inlineTermination : nil
-      }
-      guard let inline else { return .detached }
-      return settleOnWorker(inline)
+    let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.taskPriority }
+    switch run(body, trace: trace, priority: priority) {
+    case .detached: return .detached
+    case .ended(let termination): return settleOnWorker(termination)
     }
   }
 

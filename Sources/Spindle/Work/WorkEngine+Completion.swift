@@ -5,42 +5,25 @@ extension WorkEngine {
     _ item: AnyWork,
     _ completed: Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
-    var ready = SmallList<(AnyWork, WorkEngine)>()
-    var ended: [(AnyWork, Completed)] = []
-    Self.propagate(completed, ready: &ready, ended: &ended)
-    var foreign = SmallList<(AnyWork, WorkEngine)>()
-    var released: [AnyWork] = []
-    let (step, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item, released: &released)
-      for (dependent, engine) in ready {
-        if engine === self {
-          state.scheduler.push(dependent, priority: dependent.priority.rawValue)
-        } else {
-          foreign.append((dependent, engine))
-        }
-      }
-      let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
-      let starts = state.scheduler.takeStarts()
-      if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
-      publishHints(state)
-      return (step, starts, waiters)
-    }
-    finishRetiring(
-      item,
-      starts: starts,
-      foreign: foreign,
-      completed: completed,
-      waiters: waiters,
-      ended: ended,
-      released: released
-    )
-    return step
+    retire(item, completed) { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
   }
 
   /// Retires an item that completed away from a worker's loop: cancelled, ended by a dependency, or an `async`
   /// or callback body that hands its slot on (`releasingSlot`).
   func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
     trace?.recordEnd(item, termination: completed.termination)
+    let next = retire(item, completed) { releasingSlot ? $0.scheduler.detachedBodyEnded() : nil }
+    if let next { startHolding(next) }
+  }
+
+  /// Retires `item` in one visit to the lock: unregisters it, queues the dependents it made ready on this queue,
+  /// and asks `decide` what the slot it held (if any) does next; then does the rest outside the lock.
+  @inline(__always)
+  private func retire<Next>(
+    _ item: AnyWork,
+    _ completed: Completed,
+    then decide: (inout EngineState) -> Next
+  ) -> Next {
     var ready = SmallList<(AnyWork, WorkEngine)>()
     var ended: [(AnyWork, Completed)] = []
     Self.propagate(completed, ready: &ready, ended: &ended)
@@ -55,13 +38,12 @@ extension WorkEngine {
           foreign.append((dependent, engine))
         }
       }
-      let next = releasingSlot ? state.scheduler.detachedBodyEnded() : nil
+      let next = decide(&state)
       let starts = state.scheduler.takeStarts()
       if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (next, starts, waiters)
     }
-    if let next { startHolding(next) }
     finishRetiring(
       item,
       starts: starts,
@@ -71,6 +53,7 @@ extension WorkEngine {
       ended: ended,
       released: released
     )
+    return next
   }
 
   /// What follows a retirement, outside the lock: start work, queue dependents on other queues, run completion

@@ -89,7 +89,7 @@ import Testing
   @Test func matchesAModelUnderRandomOperations() {
     var line = TicketedRingBuffer<Int>()
     var model: [(ticket: TicketedRingBuffer<Int>.Ticket, value: Int)] = []
-    var generator = SplitMix(seed: 42)
+    var generator = SeededGenerator(seed: 42)
     for step in 0..<20_000 {
       switch generator.next() % 3 {
       case 0:
@@ -106,18 +106,5 @@ import Testing
       #expect(line.count == model.count)
     }
     #expect(line.removeAll() == model.map(\.value))
-  }
-}
-
-/// A tiny deterministic generator for model tests.
-private struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

@@ -25,20 +25,18 @@ enum Reliability {
   static let underAddressSanitizer: Bool = getenv("SPINDLE_ASAN").map { String(cString: $0) == "1" } ?? false
 
   /// `full` under `SPINDLE_STRESS=full`, else `bounded`.
-  static func size(_ bounded: Int, full: Int) -> Int { isFull ? full : bounded }
+  ///
+  /// Under a sanitizer (`SPINDLE_EXPECT_TSAN`, `SPINDLE_ASAN`) the bounded size shrinks tenfold: every access
+  /// costs 5–15× more there, and the races and errors a sanitizer finds show at small sizes too.
+  static let underSanitizer: Bool = getenv("SPINDLE_EXPECT_TSAN") != nil || underAddressSanitizer
+
+  static func size(_ bounded: Int, full: Int) -> Int {
+    if isFull { return full }
+    return underSanitizer ? max(1, bounded / 10) : bounded
+  }
 
   /// A deterministic generator (SplitMix64), so a failing seed replays.
-  struct Random: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-  }
+  typealias Random = SeededGenerator
 
   /// A number from the environment (`SPINDLE_SEED`) or the clock, printed by failing tests so they replay.
   static func seed() -> UInt64 {

@@ -10,21 +10,6 @@ import Testing
   import Darwin
 #endif
 
-/// A small seedable generator (SplitMix64), so a failing graph can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-
-  init(seed: UInt64) { state = seed }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// Whether the larger stress sizes were asked for (`SPINDLE_STRESS=1`).
 let stressEnabled: Bool = {
   guard let value = getenv("SPINDLE_STRESS") else { return false }

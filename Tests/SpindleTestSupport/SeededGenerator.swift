@@ -1,0 +1,19 @@
+/// A small, fast, seedable generator (SplitMix64), so a failing random test replays from its seed.
+///
+/// ```swift
+/// var random = SeededGenerator(seed: 42)
+/// let priority = WorkPriority.allCases.randomElement(using: &random)!
+/// ```
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
+  package var state: UInt64
+
+  package init(seed: UInt64) { state = seed }
+
+  package mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
