@@ -10,11 +10,6 @@ import Testing
   import Darwin
 #endif
 
-/// Whether the larger stress sizes were asked for (`SPINDLE_STRESS=1`).
-let stressEnabled: Bool = {
-  guard let value = getenv("SPINDLE_STRESS") else { return false }
-  return String(cString: value) == "1"
-}()
 
 @Suite("WorkQueue random graphs")
 struct WorkQueueGraphTests {
@@ -142,7 +137,7 @@ struct WorkQueueGraphTests {
 
   @Test("seeded random DAGs match a reference evaluation", arguments: [1, 2, 3, 42, 2026] as [UInt64])
   func randomGraphs(seed: UInt64) async throws {
-    let count = stressEnabled ? 20_000 : 1_500
+    let count = Stress.enabled ? 20_000 : 1_500
     let nodes = Self.makeGraph(seed: seed, count: count)
     let expected = Self.reference(nodes)
     var random = SeededGenerator(seed: seed ^ 0xABCD)

@@ -102,7 +102,7 @@ struct WorkQueueLifetimeTests {
 
   @Test("cancel and finish race: every item ends exactly once, in a state its inputs allow")
   func cancelFinishRaces() async throws {
-    let rounds = stressEnabled ? 200 : 20
+    let rounds = Stress.enabled ? 200 : 20
     let itemsPerRound = 200
     for round in 0..<rounds {
       let queue = WorkQueue(name: "race-\(round)", maxConcurrent: 1 + round % 3)
@@ -156,7 +156,7 @@ struct WorkQueueLifetimeTests {
   @Test("suspend and resume under load keep the width and run everything once")
   func suspendResumeStress() async throws {
     let queue = WorkQueue(name: "toggle", maxConcurrent: 2)
-    let count = stressEnabled ? 50_000 : 5_000
+    let count = Stress.enabled ? 50_000 : 5_000
     let ran = Atomic<Int>(0)
     let current = Atomic<Int>(0)
     let highWater = Atomic<Int>(0)

@@ -248,7 +248,7 @@ struct WorkSchedulerTests {
   @Test("random event sequences keep width, priority order and no hidden ready work", arguments: 0..<40)
   func modelBased(seedIndex: Int) {
     let seed = UInt64(seedIndex) &* 0x9E37_79B9_7F4A_7C15 &+ 12345
-    let events = stressEnabled ? 5_000 : 400
+    let events = Stress.enabled ? 5_000 : 400
     var log: [String] = []
     guard let problem = Self.run(seed: seed, count: events, log: &log) else { return }
     // Shrink: the shortest prefix of the same sequence that still breaks a rule.
