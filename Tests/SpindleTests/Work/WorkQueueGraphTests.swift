@@ -10,7 +10,6 @@ import Testing
   import Darwin
 #endif
 
-
 @Suite("WorkQueue random graphs")
 struct WorkQueueGraphTests {
   /// One node of a random graph, and what a reference evaluation says about it.
