@@ -27,7 +27,7 @@ struct CancellationMomentTests {
   ///
   /// Sleeps between polls instead of spinning: on two shared cores a spinning waiter slows down the very threads
   /// it waits for.
-  static func spin(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+  static func spin(seconds: Double = 60, _ condition: () -> Bool) -> Bool {
     let deadline = DispatchTime.now() + seconds
     while !condition() {
       if DispatchTime.now() > deadline { return false }
@@ -139,12 +139,12 @@ struct CancellationMomentTests {
           work.cancel()
           gate.signal()
         case .running:
-          if started.wait(timeout: .now() + Reliability.size(60, full: 600).double) == .timedOut {
+          if started.wait(timeout: .now() + Reliability.seconds(60, full: 600)) == .timedOut {
             problems.withLock { $0.append("round \(index): the body never started") }
           }
           work.cancel()
         case .finishing:
-          if started.wait(timeout: .now() + Reliability.size(60, full: 600).double) == .timedOut {
+          if started.wait(timeout: .now() + Reliability.seconds(60, full: 600)) == .timedOut {
             problems.withLock { $0.append("round \(index): the body never started") }
           }
           for _ in 0..<spinBeforeCancel { sched_yield() }
@@ -161,11 +161,11 @@ struct CancellationMomentTests {
       results.withLock { $0 = made }
       driver.signal()
     }
-    let drove = await blockingWait(seconds: Reliability.size(120, full: 1800).double) {
+    let drove = await blockingWait(seconds: Reliability.seconds(120, full: 1800)) {
       driver.wait(timeout: $0) == .success
     }
     #expect(drove, "seed \(seed): the driver hung")
-    let completed = await allCompleted.wait(seconds: Reliability.size(60, full: 600).double)
+    let completed = await allCompleted.wait(seconds: Reliability.seconds(60, full: 600))
     #expect(completed, "seed \(seed): \(allCompleted.left) items never completed")
     #expect(await drained(queue), "seed \(seed): unfinished work left")
     #expect(await drained(blocked), "seed \(seed): unfinished work left")

@@ -43,7 +43,7 @@ struct EngineVolumeTests {
       }
     }
     queue.resume()
-    let finished = await allCompleted.wait(seconds: Reliability.size(60, full: 600).double)
+    let finished = await allCompleted.wait(seconds: Reliability.seconds(60, full: 600))
     #expect(finished, "\(allCompleted.left) of \(total) items never completed")
     #expect(await drained(queue), "the queue still has unfinished work")
     #expect(queue.unfinishedCount == 0)

@@ -80,7 +80,7 @@ struct IsolatedStressTests {
         finished.tick()
       }
     }
-    #expect(await finished.wait(seconds: Reliability.size(120, full: 1200).double), "\(finished.left) workers hung")
+    #expect(await finished.wait(seconds: Reliability.seconds(120, full: 1200)), "\(finished.left) workers hung")
     // A read applies every pending asynchronous write first, so the count is exact.
     let writes = value.read(\.writes)
     #expect(overlaps.load(ordering: .relaxed) == 0, "a reader overlapped a writer or two writers overlapped")

@@ -35,6 +35,10 @@ enum Reliability {
     return underSanitizer ? max(1, bounded / 10) : bounded
   }
 
+  /// A time bound in seconds: `full` under `SPINDLE_STRESS=full`, else `bounded`, never shrunk under sanitizers
+  /// (sizes shrink there; waits must not).
+  static func seconds(_ bounded: Int, full: Int) -> Double { Double(isFull ? full : bounded) }
+
   /// A deterministic generator (SplitMix64), so a failing seed replays.
   typealias Random = SeededGenerator
 
