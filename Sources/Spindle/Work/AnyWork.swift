@@ -90,12 +90,12 @@ public class AnyWork: @unchecked Sendable {
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
     dependencies: [AnyWork],
-    options: WorkOptions?,
+    extras: WorkExtras?,
     body: ErasedBody
   ) {
     self.engine = engine
     self.dependencyList = dependencies
-    if let options { self.extras = WorkExtras(options: options) }
+    self.extras = extras
     self.queueName = engine.name
     self.body = body
     self.name = name

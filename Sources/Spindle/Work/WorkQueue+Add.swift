@@ -47,7 +47,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body() } }
     )
   }
@@ -94,7 +94,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body() } }
     )
   }
@@ -144,7 +144,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
     )
   }
@@ -195,7 +195,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyValue()) } }
     )
   }
@@ -250,7 +250,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in
         type.runSync(work) {
           try body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
@@ -305,7 +305,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in
         await type.runAsync(work) {
           try await body(first.dependencyValue(), second.dependencyValue(), repeat (each rest).dependencyValue())
@@ -361,7 +361,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult()) } }
     )
   }
@@ -408,7 +408,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyResult()) } }
     )
   }
@@ -460,7 +460,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in
         type.runSync(work) {
           try body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
@@ -517,7 +517,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: Self.dependencyList(first, second, repeat each rest, more: dependencies),
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in
         await type.runAsync(work) {
           try await body(first.dependencyResult(), second.dependencyResult(), repeat (each rest).dependencyResult())
@@ -573,7 +573,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyValue() }) } }
     )
   }
@@ -621,7 +621,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyValue() }) } }
     )
   }
@@ -673,7 +673,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(parts.map { $0.dependencyResult() }) } }
     )
   }
@@ -720,14 +720,14 @@ extension WorkQueue {
       priority: priority,
       dependencies: parts + dependencies,
       acceptsFailedDependencies: true,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(parts.map { $0.dependencyResult() }) } }
     )
   }
 
-  /// The options of an `add` call, or `nil` when none is used (the hot path).
+  /// The state of the options of an `add` call, or `nil` when none is used (the hot path: a pointer, no copy).
   @inline(__always)
-  static func options<Value: Sendable>(
+  static func extras<Value: Sendable>(
     _ type: Work<Value>.Type,
     _ qos: DispatchQoS.QoSClass?,
     _ condition: WorkCondition<Value>?,
@@ -735,11 +735,11 @@ extension WorkQueue {
     _ timeout: Duration?,
     _ retry: WorkRetry?,
     _ exclusive: String?
-  ) -> WorkOptions? {
+  ) -> WorkExtras? {
     if qos == nil && condition == nil && delay == nil && timeout == nil && retry == nil && exclusive == nil {
       return nil
     }
-    return slowOptions(type, qos, condition, delay, timeout, retry, exclusive)
+    return WorkExtras(options: slowOptions(type, qos, condition, delay, timeout, retry, exclusive))
   }
 
   static func slowOptions<Value: Sendable>(
@@ -829,7 +829,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .callback { [type] work in body(type.finishHandle(work)) }
     )
   }
@@ -868,7 +868,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: [a] + dependencies,
       acceptsFailedDependencies: false,
-      options: Self.options(type, qos, condition, delay, timeout, retry, exclusive),
+      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }
     )
   }

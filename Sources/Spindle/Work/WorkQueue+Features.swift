@@ -58,7 +58,7 @@ extension WorkQueue {
       dependencyCount: before.count,
       acceptsFailedDependencies: true,
       dependencies: before,
-      options: nil,
+      extras: nil,
       body: .sync { [type] work in
         type.runSync(work) {
           if work.isCancellationRequested { throw CancellationError() }

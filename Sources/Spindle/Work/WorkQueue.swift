@@ -189,10 +189,10 @@ public final class WorkQueue: Sendable {
     priority: WorkPriority,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
-    options: WorkOptions? = nil,
+    extras: WorkExtras? = nil,
     body: ErasedBody
   ) -> Work<Value> {
-    let delay = options?.delay
+    let delay = extras?.options.delay
     let work = type.init(
       engine: engine,
       name: name,
@@ -200,7 +200,7 @@ public final class WorkQueue: Sendable {
       dependencyCount: dependencies.count + (delay == nil ? 0 : 1),
       acceptsFailedDependencies: acceptsFailedDependencies,
       dependencies: dependencies,
-      options: options,
+      extras: extras,
       body: body
     )
     engine.trace?.recordAdded(work, dependencies: dependencies)
