@@ -34,6 +34,6 @@ package final class Locked<Value> {
   }
 }
 
-// @unchecked Sendable: `value` is only read or written inside `withLock`, while `mutex` is held, and it is itself
+// Unchecked Sendable: `value` is only read or written inside `withLock`, while `mutex` is held, and it is itself
 // Sendable, so what `withLock` hands out may cross threads.
 extension Locked: @unchecked Sendable where Value: Sendable {}

@@ -231,8 +231,8 @@ package struct PlatformCondition: @unchecked Sendable {
 /// current.value = UnsafeMutableRawPointer(frame)
 /// ```
 @frozen @usableFromInline
+// Unchecked Sendable: a pthread key is an immutable number; each thread reads and writes only its own slot.
 package struct ThreadLocalKey: @unchecked Sendable {
-  // @unchecked Sendable: a pthread key is an immutable number; each thread reads and writes only its own slot.
   @usableFromInline let key: pthread_key_t
 
   /// Creates a key; stops the program if the process has run out of keys.
