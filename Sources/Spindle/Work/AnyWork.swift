@@ -73,7 +73,7 @@ public class AnyWork: @unchecked Sendable {
   var inlineTermination: Termination?
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
   var isBarrier = false
-  // lock: what the work waits for, until it completes
+  // lock: what the work waits for, until it is ready
   var dependencyList: [AnyWork]
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
   var extras: WorkExtras?
@@ -470,7 +470,8 @@ public class AnyWork: @unchecked Sendable {
     lock.withLock { extras?.attempts ?? 1 }
   }
 
-  /// The work this work waits for (its typed and ordering-only dependencies), until it completes; then empty.
+  /// The work this work waits for (its typed and ordering-only dependencies) while it waits; empty once they are
+  /// all done (the work no longer holds them then).
   ///
   /// ```swift
   /// let deps: [AnyWork] = report.dependencies
@@ -528,11 +529,15 @@ public class AnyWork: @unchecked Sendable {
   /// work is now ready, `nil` otherwise (more to wait for, or completed — cancelled — in the meantime).
   final func dependencyResolved() -> WorkEngine? {
     guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return nil }
-    return lock.withLock {
+    var done: [AnyWork] = []
+    let owner: WorkEngine? = lock.withLock {
       guard case .pending = phase else { return nil }
       phase = .ready
+      swap(&done, &dependencyList)
       return engine
     }
+    // The dependencies (and whatever their release frees) go here, outside the item's lock.
+    return owner
   }
 
   /// Runs `handler` once the work is complete: now (on this thread) if it already is.
