@@ -174,8 +174,12 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
-    let (started, key): (Bool, String?) = work.lock.withLock { (work.phase.isStarted, work.extras?.options.exclusive) }
-    if !started, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
+    let (started, done, key): (Bool, Bool, String?) = work.lock.withLock {
+      (work.phase.isStarted, work.phase.termination != nil, work.extras?.options.exclusive)
+    }
+    // Not "unless started": while the key is held here, unfinished work with that key cannot be running its body,
+    // even if a worker just took it (it is briefly `.running` until it finds the key taken and parks again).
+    if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", work.queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
