@@ -7,6 +7,10 @@
 # Environment:
 #   SPINDLE_ASAN_SCRATCH  build folder (default .build-asan, ignored by git)
 #   SPINDLE_ASAN_TIMEOUT  seconds before the run is stopped and reported as a failure (default 1800)
+#   SPINDLE_ASAN_QUIET    seconds without output before the run counts as hung (default 600)
+#
+# A run that hangs is stopped by Scripts/watchdog.py, which first prints the tests that never finished and a
+# backtrace of every thread (gdb), so a hang seen only on a CI machine can be fixed from its log.
 #
 # Leak detection is off: the Swift runtime keeps metadata and Dispatch keeps thread caches for the process's life,
 # which LeakSanitizer reports as leaks. Spindle's own leaks are caught by the weak-reference tests
@@ -16,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 scratch=${SPINDLE_ASAN_SCRATCH:-.build-asan}
 limit=${SPINDLE_ASAN_TIMEOUT:-1800}
+quiet=${SPINDLE_ASAN_QUIET:-600}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -23,9 +28,9 @@ export SPINDLE_ASAN=1  # tests that measure resident memory skip themselves
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1:print_summary=1}
 
 start=$(date +%s)
-timeout --signal=TERM --kill-after=30 "$limit" \
-  swift test --sanitize=address --scratch-path "$scratch" "$@" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+python3 Scripts/watchdog.py --quiet "$quiet" --limit "$limit" --log "$log" -- \
+  swift test --sanitize=address --scratch-path "$scratch" "$@"
+status=$?
 seconds=$(($(date +%s) - start))
 
 if grep -q "ERROR: AddressSanitizer" "$log"; then
@@ -33,7 +38,7 @@ if grep -q "ERROR: AddressSanitizer" "$log"; then
   exit 1
 fi
 if [ "$status" -eq 124 ]; then
-  echo "asan.sh: stopped after ${limit}s (SPINDLE_ASAN_TIMEOUT)"
+  echo "asan.sh: stopped after ${seconds}s by the watchdog (see 'watchdog:' above for the tests that hung and where)"
   exit 1
 fi
 if [ "$status" -ne 0 ]; then
