@@ -17,6 +17,7 @@ public final class WorkGroup: Sendable {
   /// The queue the group's items are added to.
   public let queue: WorkQueue
   private let members = Locked<[AnyWork]>([])
+  let tally = GroupTally()
 
   init(queue: WorkQueue) {
     self.queue = queue
@@ -25,9 +26,16 @@ public final class WorkGroup: Sendable {
   /// The items of the group so far.
   public var items: [AnyWork] { members.withLock { $0 } }
 
+  /// How many of the group's items have completed (finished, failed or cancelled), of how many it has.
+  ///
+  /// The same value as ``AnyWork/progress`` of the group's work, which is the one to use outside `build`.
+  public var progress: WorkProgress { tally.progress }
+
   @discardableResult
   func register<Value>(_ work: Work<Value>) -> Work<Value> {
     members.withLock { $0.append(work) }
+    tally.added()
+    work.whenCompleteErased { [tally] in tally.completed() }
     return work
   }
 
@@ -104,12 +112,16 @@ extension WorkQueue {
       precondition(timeout > .zero, "WorkQueue.group: timeout must be above zero, got \(timeout)")
     }
     let group = WorkGroup(queue: self)
-    let final = group.register(try build(group))
+    let final = try build(group)
+    // The final item is usually a member already (added through the group); one added otherwise joins it.
+    if !group.items.contains(where: { $0 === final }) { group.register(final) }
     let members = group.items
+    group.tally.seal()
     let handle = add(name: name ?? "group", priority: final.priority, afterResults: final) { try $0.get() }
     handle.lock.withLock {
       if handle.extras == nil { handle.extras = WorkExtras(options: WorkOptions()) }
       handle.extras?.cancelAlso = members
+      handle.extras?.groupTally = group.tally
     }
     if let timeout {
       let queueName = self.name
@@ -143,5 +155,100 @@ extension AnyWork {
       return extras?.cancelAlso ?? []
     }
     for member in members { member.cancel() }
+  }
+}
+
+/// A group's progress: its members counted as they are added and as they complete, told to whoever streams it.
+final class GroupTally: Sendable {
+  private struct State {
+    var progress = WorkProgress(completed: 0, total: 0)
+    /// Set when `build` returned: from then on, all members completed means the group's progress is final.
+    var sealed = false
+    var streams: [Int: AsyncStream<WorkProgress>.Continuation] = [:]
+    var nextID = 0
+    var isFinal: Bool { sealed && progress.completed == progress.total }
+  }
+
+  private let state = Locked(State())
+
+  var progress: WorkProgress { state.withLock { $0.progress } }
+
+  func added() {
+    state.withLock { $0.progress.total += 1 }
+  }
+
+  func completed() {
+    update { $0.progress.completed += 1 }
+  }
+
+  func seal() {
+    update { $0.sealed = true }
+  }
+
+  /// Applies `change`, then tells every stream the new value (and ends them when the progress is final).
+  private func update(_ change: (inout State) -> Void) {
+    let (value, streams, final) = state.withLock { state in
+      change(&state)
+      let streams = Array(state.streams.values)
+      if state.isFinal { state.streams = [:] }
+      return (state.progress, streams, state.isFinal)
+    }
+    for stream in streams {
+      stream.yield(value)
+      if final { stream.finish() }
+    }
+  }
+
+  /// The progress now and after every change, ending once every member has completed.
+  func updates() -> AsyncStream<WorkProgress> {
+    let (stream, continuation) = AsyncStream.makeStream(of: WorkProgress.self, bufferingPolicy: .bufferingNewest(1))
+    let registered: Int? = state.withLock { state in
+      continuation.yield(state.progress)
+      if state.isFinal { return nil }
+      let id = state.nextID
+      state.nextID += 1
+      state.streams[id] = continuation
+      return id
+    }
+    guard let id = registered else {
+      continuation.finish()
+      return stream
+    }
+    continuation.onTermination = { [weak self] _ in
+      _ = self?.state.withLock { $0.streams.removeValue(forKey: id) }
+    }
+    return stream
+  }
+}
+
+extension AnyWork {
+  /// How much of this work is done, counted as the queue counts: for a group's work (``WorkQueue/group(name:timeout:_:)``),
+  /// its members completed of its members; for any other work, 0 of 1 until it completes, then 1 of 1.
+  ///
+  /// ```swift
+  /// let album = queue.group(name: "album") { group in … }
+  /// print(album.progress.fractionCompleted)        // 0.25: a quarter of the thumbnails are done
+  /// ```
+  public var progress: WorkProgress {
+    let (tally, done): (GroupTally?, Bool) = lock.withLock { (extras?.groupTally, phase.termination != nil) }
+    if let tally { return tally.progress }
+    return WorkProgress(completed: done ? 1 : 0, total: 1)
+  }
+
+  /// ``progress`` now and after every change, as an `AsyncStream` that ends when the work (every member, for a
+  /// group) has completed.
+  ///
+  /// ```swift
+  /// for await p in album.progressUpdates { bar.show(p.completed, of: p.total) }
+  /// ```
+  public var progressUpdates: AsyncStream<WorkProgress> {
+    if let tally = lock.withLock({ extras?.groupTally }) { return tally.updates() }
+    let (stream, continuation) = AsyncStream.makeStream(of: WorkProgress.self, bufferingPolicy: .bufferingNewest(2))
+    continuation.yield(WorkProgress(completed: 0, total: 1))
+    whenCompleteErased {
+      continuation.yield(WorkProgress(completed: 1, total: 1))
+      continuation.finish()
+    }
+    return stream
   }
 }

@@ -177,6 +177,8 @@ final class WorkExtras {
   var observers: [@Sendable (WorkEvent) -> Void] = []
   /// Work cancelled with this work (the members of a group).
   var cancelAlso: [AnyWork] = []
+  /// The members' progress, on a group's work.
+  var groupTally: GroupTally?
 
   init(options: WorkOptions) {
     self.options = options

@@ -197,6 +197,38 @@ struct WorkQueueFeatureTests {
     #expect(try await outer.value == -1)
   }
 
+  // The hang a CI run found: `inner` is briefly `.running` while a worker finds its key taken and parks it again.
+  // A check that trusted "started" let `wait()` block in that window, and the two waited for each other forever.
+  @Test("exclusive self-wait throws at every moment of the inner item's start, never hangs (race, 2,000 laps)")
+  func exclusiveSelfWaitRace() async throws {
+    let laps = Stress.size(small: 2_000, large: 20_000)
+    let queue = WorkQueue(name: "key-race", maxConcurrent: 2)
+    let done = Atomic<Int>(0)
+    let wrong = Atomic<Int>(0)
+    // Off the cooperative pool: with the bug, a lap blocks its thread for good, and the test must fail, not hang.
+    DispatchQueue.global().async {
+      for lap in 0..<laps {
+        let outer = queue.add(name: "outer", exclusive: "race") { () -> Int in
+          let inner = queue.add(name: "inner", exclusive: "race") { 1 }
+          // Spin a different while each lap, to wait at every point of the inner item's start.
+          let spin = ContinuousClock.now + .microseconds(lap % 50)
+          while ContinuousClock.now < spin {}
+          do {
+            _ = try inner.wait()
+            return 1
+          } catch {
+            return error is WorkDeadlockError ? -1 : 2
+          }
+        }
+        if (try? outer.wait()) != -1 { wrong.add(1, ordering: .relaxed) }
+        done.add(1, ordering: .relaxed)
+      }
+    }
+    let finished = await eventually(within: 60) { done.load(ordering: .relaxed) == laps }
+    #expect(finished, "a self-wait hung after \(done.load(ordering: .relaxed)) of \(laps) laps")
+    #expect(wrong.load(ordering: .relaxed) == 0)
+  }
+
   @Test("cancel(reason:) shows the reason in the error and to observers")
   func cancelReason() async throws {
     let queue = WorkQueue(name: "reasons", maxConcurrent: 1)
@@ -307,6 +339,55 @@ struct WorkGroupTests {
     await #expect(throws: CancellationError.self) { try await stuck.value }
     try await queue.allFinished()
     #expect(queue.unfinishedCount == 0)
+  }
+
+  @Test("a group's progress counts its members as one: completed of members, streamed, ending when all are done")
+  func groupProgress() async throws {
+    let queue = WorkQueue(name: "album", maxConcurrent: 2)
+    let gate = Gate()
+    let album = queue.group(name: "album") { group in
+      let quick = (0..<3).map { p in group.add { p } }
+      let slow = group.add { gate.wait() }
+      let thumbs = quick + [group.add(after: slow) { 99 }]
+      let last = group.add(afterAll: thumbs) { $0.count }
+      #expect(group.progress.total == 6)
+      return last
+    }
+    #expect(await eventually { album.progress.completed == 3 })
+    #expect(album.progress.total == 6, "the final item counts once although build returns it")
+    #expect(album.progress.fractionCompleted == 0.5)
+    let updates = Task {
+      var seen: [WorkProgress] = []
+      for await p in album.progressUpdates { seen.append(p) }
+      return seen
+    }
+    gate.open()
+    #expect(try await album.value == 4)
+    let seen = await updates.value
+    #expect(seen.last == WorkProgress(completed: 6, total: 6), "the stream ends with every member done")
+    #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed }, "never goes back: \(seen)")
+    #expect(album.progress == WorkProgress(completed: 6, total: 6))
+
+    // A cancelled group still reaches the end: its members complete as cancelled.
+    let blocker = Gate()
+    let stuck = queue.group(name: "stuck") { group in
+      let slow = group.add { blocker.wait() }
+      return group.add(afterAll: (0..<4).map { _ in group.add(after: slow) { 1 } }) { $0.count }
+    }
+    stuck.cancel(reason: "scrolled away")
+    blocker.open()
+    var last = WorkProgress(completed: 0, total: 0)
+    for await p in stuck.progressUpdates { last = p }
+    #expect(last == WorkProgress(completed: 6, total: 6))
+
+    // Plain work: 0 of 1, then 1 of 1.
+    let one = queue.add { 1 }
+    _ = try await one.value
+    #expect(one.progress == WorkProgress(completed: 1, total: 1))
+    var plain: [WorkProgress] = []
+    for await p in one.progressUpdates { plain.append(p) }
+    #expect(plain.last == WorkProgress(completed: 1, total: 1))
+    try await queue.allFinished()
   }
 
   @Test("a group times out as one, and a retry inside a group is cancelled with it")
