@@ -26,6 +26,7 @@ import time
 
 SWIFT_TESTING_START = re.compile(r"^◇ (Test|Suite) (.+?) started\.")
 SWIFT_TESTING_END = re.compile(r"^[✔✘↳⚠︎􀢄]*\s*(Test|Suite) (.+?) (passed|failed|skipped|recorded an issue)")
+WITH_CASES = re.compile(r" with \d+ test cases?$")
 XCTEST_CASE = re.compile(r"^Test Case '(.+?)' (started|passed|failed|skipped)")
 
 
@@ -162,13 +163,16 @@ def main():
             line = text.strip()
             with lock:
                 last_output[0] = time.monotonic()
+                if line.startswith("◇ Test case passing") or line.startswith("◇ Test run"):
+                    continue  # a parameterised test's cases end with the test, not one by one
                 started = SWIFT_TESTING_START.match(line)
                 if started:
                     open_tests[f"{started.group(1)} {started.group(2)}"] = time.monotonic()
                     continue
                 ended = SWIFT_TESTING_END.match(line)
                 if ended:
-                    open_tests.pop(f"{ended.group(1)} {ended.group(2)}", None)
+                    name = WITH_CASES.sub("", ended.group(2))
+                    open_tests.pop(f"{ended.group(1)} {name}", None)
                     continue
                 case = XCTEST_CASE.match(line)
                 if case:

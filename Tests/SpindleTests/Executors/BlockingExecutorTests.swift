@@ -157,8 +157,11 @@ func starvationScenario() async -> [String] {
 }
 
 /// Polls `condition` every 5 ms; fails (instead of hanging) after `timeout`.
+///
+/// The bound is generous: under `SPINDLE_STRESS=1` every suite runs large in parallel, and a task that must run
+/// for the condition to hold can wait tens of seconds for one of the two cooperative threads (seen: 10 s was short).
 func waitUntil(
-  timeout: Duration = .seconds(10),
+  timeout: Duration = .seconds(60),
   sourceLocation: SourceLocation = #_sourceLocation,
   _ condition: () -> Bool
 ) async throws {
