@@ -58,8 +58,10 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// Throws like ``value``. Waiting that could never end throws ``WorkDeadlockError`` instead of hanging:
   /// a body waiting for its own work, a body of a serial queue waiting for unstarted work of the same queue,
-  /// or the last free slot of a queue blocked waiting for unstarted work of that queue while every other slot
-  /// waits the same way. In `async` code use ``value``.
+  /// the last free slot of a queue blocked waiting for unstarted work of that queue while every other slot
+  /// waits the same way (work between retry attempts, or waiting for its exclusivity key, counts as unstarted:
+  /// it needs a slot again), or a body holding an exclusivity key waiting for work that needs the same key.
+  /// In `async` code use ``value``.
   @available(*, noasync, message: "use 'try await work.value' in async code")
   @discardableResult
   public func wait() throws -> Value {

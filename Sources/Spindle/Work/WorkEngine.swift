@@ -174,8 +174,12 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
-    let (started, done, key): (Bool, Bool, String?) = work.lock.withLock {
-      (work.phase.isStarted, work.phase.termination != nil, work.extras?.options.exclusive)
+    let (started, done, key, mayStartAgain): (Bool, Bool, String?, Bool) = work.lock.withLock {
+      let options = work.extras?.options
+      return (
+        work.phase.isStarted, work.phase.termination != nil, options?.exclusive,
+        options?.retry != nil || options?.exclusive != nil
+      )
     }
     // Not "unless started": while the key is held here, unfinished work with that key cannot be running its body,
     // even if a worker just took it (it is briefly `.running` until it finds the key taken and parks again).
@@ -183,7 +187,9 @@ final class WorkEngine: @unchecked Sendable {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", work.queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
-    guard !started else { return nil }
+    // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
+    // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started.
+    guard !started || (mayStartAgain && !done) else { return nil }
     let width: Int? = engine.state.withLock { state in
       let width = state.scheduler.width
       guard state.blockedWaits + 1 < width else { return width }
@@ -194,7 +200,7 @@ final class WorkEngine: @unchecked Sendable {
       throw deadlock(
         width == 1
           ? "the queue is serial, and the work cannot start before this body ends"
-          : "all \(width) slots of the queue would be blocked waiting for work that has not started",
+          : "all \(width) slots of the queue would be blocked waiting for work that still needs a slot to run",
         engine.name
       )
     }

@@ -229,6 +229,45 @@ struct WorkQueueFeatureTests {
     #expect(wrong.load(ordering: .relaxed) == 0)
   }
 
+  // Work that retries (or waits for an exclusivity key) gives its slot back and needs one again: waiting bodies
+  // must leave it one, as they do for work that has not started.
+  @Test("waiting for work between retry attempts never takes its last slot: the extra waiter throws, no hang")
+  func waitForRetryingWork() async throws {
+    let queue = WorkQueue(name: "retry-wait", maxConcurrent: 2)
+    let firstAttempt = Gate()
+    let attempts = Atomic<Int>(0)
+    let flaky = queue.add(name: "flaky", retry: .fixed(maxAttempts: 3, delay: .milliseconds(20))) { () -> Int in
+      if attempts.add(1, ordering: .relaxed).newValue == 1 {
+        firstAttempt.wait()
+        throw TestError(code: 1)
+      }
+      return 5
+    }
+    #expect(await eventually { flaky.state == .running })
+    let outcomes = Locked<[String]>([])
+    func waiter(_ name: String) -> Work<Void> {
+      queue.add(name: name) {
+        do {
+          let value = try flaky.wait()
+          outcomes.withLock { $0.append("\(name): \(value)") }
+        } catch let error as WorkDeadlockError {
+          outcomes.withLock { $0.append("\(name): refused") }
+          #expect(error.description.contains("flaky"))
+        } catch {
+          outcomes.withLock { $0.append("\(name): \(error)") }
+        }
+      }
+    }
+    let first = waiter("x")  // takes the second slot while `flaky` runs its first attempt
+    #expect(await eventually { first.state == .running })
+    let second = waiter("y")  // starts when the first attempt fails and gives its slot back
+    firstAttempt.open()
+    let finished = await eventually(within: 30) { first.state == .finished && second.state == .finished }
+    #expect(finished, "the waiters and the retrying work waited for each other: \(String(reflecting: queue))")
+    #expect(Set(outcomes.withLock { $0 }) == ["x: 5", "y: refused"])
+    #expect(try await flaky.value == 5)
+  }
+
   @Test("cancel(reason:) shows the reason in the error and to observers")
   func cancelReason() async throws {
     let queue = WorkQueue(name: "reasons", maxConcurrent: 1)
