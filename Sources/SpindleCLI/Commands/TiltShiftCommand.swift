@@ -210,7 +210,7 @@ struct TiltShiftCommand: ParsableCommand {
       trace: recording
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
-    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
+    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, files: items.count)
     let monitor = InterruptMonitor(
       onInterrupt: { _ in
         progressBar.clear()
@@ -227,6 +227,10 @@ struct TiltShiftCommand: ParsableCommand {
     )
     let clock = ContinuousClock()
     let start = clock.now
+    // The bar follows the batch's work items through its queues' progress.
+    let drawing =
+      progressBar.enabled
+      ? Task { for await work in batch.workProgressUpdates { progressBar.draw(work) } } : nil
     let summary = await batch.run { report, progress in
       progressBar.clear()
       if Self.prints(report, quiet: quiet || json) {
@@ -237,7 +241,8 @@ struct TiltShiftCommand: ParsableCommand {
       }
       progressBar.draw(progress)
     }
-    progressBar.clear()
+    drawing?.cancel()
+    progressBar.stop()
     // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is
     // printed, must still end with status 130, not kill the process with SIGINT.
     let seconds = (clock.now - start).secondsValue
