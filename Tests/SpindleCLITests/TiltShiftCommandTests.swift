@@ -196,6 +196,8 @@ import TiltShift
     let written = try Self.files(in: outputs)
     #expect(written.count == 24, "every output written: \(written)")
     #expect(written.allSatisfy { !$0.contains(ImageFile.temporaryMarker) })
+    let help = try await CLI.run(["tiltshift", "--help"])
+    #expect(help.stdout.contains("Ctrl-\\ (SIGQUIT)"), "--help tells: \(help.stdout)")
   }
 
   @Test func quietInterruptPrintsOnlyTheSummary() async throws {

@@ -5,8 +5,8 @@ import Synchronization
 /// While a batch runs, turns SIGQUIT (Ctrl-\) into a report of its queues on standard error, and the batch goes on.
 ///
 /// A shell's Ctrl-\ would otherwise end the process with a core dump. The report is whatever `report` returns —
-/// for a batch, `String(reflecting: batch)`: each queue's stuck-queue report (what runs and for how long, what is
-/// ready, what each pending item waits for). ``stop()`` gives SIGQUIT its default disposition back.
+/// for a batch, `String(reflecting: batch)`: each queue's stuck-queue report (what runs, what is ready, what each
+/// pending item waits for). ``stop()`` gives SIGQUIT its default disposition back.
 // `source` is a dispatch source, whose methods are thread-safe; `stopped` is atomic.
 final class StuckReportMonitor: @unchecked Sendable {
   private let source: any DispatchSourceSignal

@@ -2,8 +2,8 @@ import Spindle
 
 extension TiltShiftBatch: CustomDebugStringConvertible {
   /// A report for a batch that seems stuck or slow: files and work items done, then each of its queues'
-  /// stuck-queue report (`WorkQueue.debugDescription`: what runs and for how long, what is ready, and what each
-  /// pending item waits for).
+  /// stuck-queue report (`WorkQueue.debugDescription`: what runs, what is ready, and what each pending item waits
+  /// for).
   ///
   /// Safe to ask for from any thread while the batch runs (a signal handler's queue, for example); the batch
   /// goes on.
