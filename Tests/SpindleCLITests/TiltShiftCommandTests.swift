@@ -246,6 +246,28 @@ import TiltShift
       }
     }
   }
+
+  @Test func sigquitDuringTheDemoPrintsTheReportAndTheRunGoesOn() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let serial = root.appendingPathComponent("serial")
+    let (process, out, err) = try CLI.start(["demo", "-o", root.path, "--count", "10", "--size", "480x360"])
+    // Wait for the serial batch's first output: 9 files of it are still to come when the signal lands.
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning,
+      (try? FileManager.default.contentsOfDirectory(atPath: serial.path).contains { !$0.hasPrefix(".") }) != true
+    {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    if process.isRunning { kill(process.processIdentifier, SIGQUIT) }
+    let result = await CLI.wait(process, out, err, timeout: 120)
+    #expect(result.status == 0, "\(result.status): \(result.stderr)")
+    #expect(result.stderr.contains("spindle: SIGQUIT, the batch goes on"), "\(result.stderr)")
+    #expect(result.stderr.contains("WorkQueue 'tiltshift.codec': width 1"), "the serial run's queues: \(result.stderr)")
+    #expect(result.stdout.contains("byte-identical"), "\(result.stdout)")
+    let written = try FileManager.default.contentsOfDirectory(atPath: serial.path).filter { !$0.hasPrefix(".") }
+    #expect(written.count == 10)
+  }
 }
 
 @Suite struct TiltShiftPlanningTests {
