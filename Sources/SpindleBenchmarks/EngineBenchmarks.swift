@@ -60,6 +60,8 @@ private struct EngineBenchmarks {
       try measure(runs: runs) { engineDispatchIndependent(nodes) })
     add(independent, "withTaskGroup", nodes, await measureAsync(runs: runs) { await engineTaskGroupIndependent(nodes) })
 
+    addRecordingRows(nodes, runs: runs)
+
     add("chain \(count)", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineChain(nodes) })
     add("fan-in \(count) → 1", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineFanIn(nodes) })
     let graph = RandomGraph(nodes: nodes, edgesPerNode: 4, seed: 2026)
@@ -99,6 +101,40 @@ private struct EngineBenchmarks {
     return report
   }
 
+  /// The independent row with recording off (the baseline), off again (an A/A pair: the noise floor of the
+  /// comparison) and on (`WorkQueue(trace:)`), interleaved so that a noisy neighbour slows all three alike.
+  private mutating func addRecordingRows(_ nodes: Int, runs: Int) {
+    let scenario = "independent \(nodes.formatted()), recording"
+    var seconds: [[Double]] = [[], [], []]
+    let contenders: [() -> Double] = [
+      { engineIndependentTimed(nodes, trace: nil) },
+      { engineIndependentTimed(nodes, trace: nil) },
+      { engineIndependentTimed(nodes, trace: WorkTrace()) },
+    ]
+    for contender in contenders { _ = contender() }  // warm-up
+    // Every order in turn, so that each contender follows each other one equally often (the run after a recording
+    // one finds the heap the trace left behind).
+    let orders = [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1], [2, 1, 0], [1, 0, 2]]
+    let rounds = Swift.max(runs, orders.count)
+    for round in 0..<rounds {
+      for which in orders[round % orders.count] { seconds[which].append(contenders[which]()) }
+    }
+    let (off, offAgain, on) = (Sample(seconds[0]), Sample(seconds[1]), Sample(seconds[2]))
+    add(scenario, "WorkQueue, recording off", nodes, baseline: true, off)
+    add(scenario, "WorkQueue, recording off (again: A/A)", nodes, offAgain, note: "the noise floor")
+    add(
+      scenario, "WorkQueue(trace:), recording on", nodes, on,
+      note: String(format: "+%.0f ns/item", (on.median - off.median) / Double(nodes) * 1e9))
+    report.notes.append(
+      String(
+        format: "recording: on / off %.3fx, off / off (A/A) %.3fx (medians of %d interleaved rounds). Off, a "
+          + "queue pays a nil check per hook (three per synchronous item); a queue without the hooks cannot be "
+          + "built without changing the engine, so the off cost is bounded by the A/A noise floor, not measured "
+          + "below it.",
+        on.median / off.median, offAgain.median / off.median, rounds)
+    )
+  }
+
   private mutating func add(
     _ scenario: String,
     _ contender: String,
@@ -126,6 +162,15 @@ private func engineIndependent(_ count: Int) {
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
   for _ in 0..<count { queue.add {} }
   queue.waitUntilAllFinished()
+}
+
+/// ``engineIndependent(_:)`` with an optional trace; returns the seconds it took.
+private func engineIndependentTimed(_ count: Int, trace: WorkTrace?) -> Double {
+  let start = ContinuousClock.now
+  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth, trace: trace)
+  for _ in 0..<count { queue.add {} }
+  queue.waitUntilAllFinished()
+  return (ContinuousClock.now - start).secondsValue
 }
 
 private func engineDispatchIndependent(_ count: Int) {

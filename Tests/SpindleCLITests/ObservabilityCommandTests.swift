@@ -2,6 +2,10 @@ import Foundation
 import Testing
 import TiltShift
 
+#if canImport(FoundationXML)
+  import FoundationXML
+#endif
+
 /// End-to-end: the pictures `spindle demo`, `tiltshift` and `tour` draw of their own runs.
 @Suite(.serialized) struct ObservabilityCommandTests {
   @Test func demoWritesTimelinesAnIndexPageAndTheRequestedFiles() async throws {
@@ -69,5 +73,51 @@ import TiltShift
     let text = try String(contentsOfFile: root.appendingPathComponent("tour-pipeline.svg").path, encoding: .utf8)
     #expect(text.contains("18 items · 1 queue"))
     #expect(text.contains("ended without running"))
+  }
+
+  /// Every tour page that compares serial and concurrent work — on WorkQueue or on Dispatch — draws its timelines.
+  @Test(arguments: [
+    ("queue", ["tour-queue-width1.svg": "4 items · 1 queue", "tour-queue-width2.svg": "4 items · 1 queue"]),
+    ("pipeline", ["tour-pipeline.svg": "18 items · 1 queue"]),
+    ("gcd", ["tour-gcd-serial.svg": "4 items · 1 queue · 1 thread", "tour-gcd-concurrent.svg": "4 items · 1 queue"]),
+    ("barrier", ["tour-barrier-unprotected.svg": "2,000 items · 1 queue", "tour-barrier-isolated.svg": "2,000 items"]),
+  ])
+  func tourPagesComparingSerialAndConcurrentWorkDrawTheirTimelines(page: String, files: [String: String])
+    async throws
+  {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let result = try await CLI.run(["tour", page, "--timeline", root.path])
+    #expect(result.status == 0, "\(result.stderr)")
+    for (name, summary) in files {
+      let path = root.appendingPathComponent(name).path
+      #expect(result.stdout.contains("timeline: \(path)"), "the page says where: \(result.stdout)")
+      let data = try Data(contentsOf: URL(fileURLWithPath: path))
+      let svg = SVGShape(data)
+      #expect(svg.error == nil, "\(name) is well-formed XML: \(String(describing: svg.error))")
+      #expect(svg.elements.first == "svg", "\(name)")
+      #expect(svg.elements.filter { $0 == "rect" }.count > 4, "\(name) has bars")
+      #expect(String(decoding: data, as: UTF8.self).contains(summary), "\(name): \(summary)")
+    }
+  }
+}
+
+/// The element names of an XML document, or the parser's error.
+final class SVGShape: NSObject, XMLParserDelegate {
+  var elements: [String] = []
+  var error: (any Error)?
+
+  init(_ data: Data) {
+    super.init()
+    let parser = XMLParser(data: data)
+    parser.delegate = self
+    if !parser.parse() { error = parser.parserError ?? CocoaError(.coderReadCorrupt) }
+  }
+
+  func parser(
+    _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+    attributes: [String: String] = [:]
+  ) {
+    elements.append(name)
   }
 }

@@ -162,6 +162,44 @@ import TiltShift
     }
   }
 
+  @Test func sigquitPrintsTheStuckQueueReportAndTheBatchGoesOn() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 4).render(width: 640, height: 480))
+    for index in 0..<24 {
+      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "s%02d.png", index)))
+    }
+    let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
+    // Wait until the first output exists, so the signal lands mid-batch.
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning,
+      (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
+    {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    // Twice, a little apart: one report may land in the instant between two files when nothing runs.
+    for _ in 0..<2 where process.isRunning {
+      kill(process.processIdentifier, SIGQUIT)
+      try await Task.sleep(for: .milliseconds(60))
+    }
+    let result = await CLI.wait(process, out, err, timeout: 60)
+    #expect(result.status == 0, "SIGQUIT neither kills nor stops the batch: \(result.status) \(result.stderr)")
+    #expect(result.stderr.contains("spindle: SIGQUIT, the batch goes on"), "\(result.stderr)")
+    #expect(result.stderr.contains("TiltShiftBatch: "), "\(result.stderr)")
+    #expect(result.stderr.contains("WorkQueue 'tiltshift.codec': width 1"), "\(result.stderr)")
+    #expect(result.stderr.contains("WorkQueue 'tiltshift.filter': width 1"), "\(result.stderr)")
+    #expect(result.stderr.contains("  running '"), "a report names the running item: \(result.stderr)")
+    #expect(result.stderr.contains("done: 24 written"), "\(result.stderr)")
+    let written = try Self.files(in: outputs)
+    #expect(written.count == 24, "every output written: \(written)")
+    #expect(written.allSatisfy { !$0.contains(ImageFile.temporaryMarker) })
+    let help = try await CLI.run(["tiltshift", "--help"])
+    #expect(help.stdout.contains("Ctrl-\\ (SIGQUIT)"), "--help tells: \(help.stdout)")
+  }
+
   @Test func quietInterruptPrintsOnlyTheSummary() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
@@ -207,6 +245,28 @@ import TiltShift
         #expect(image.width == 320 && image.height == 200)
       }
     }
+  }
+
+  @Test func sigquitDuringTheDemoPrintsTheReportAndTheRunGoesOn() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let serial = root.appendingPathComponent("serial")
+    let (process, out, err) = try CLI.start(["demo", "-o", root.path, "--count", "10", "--size", "480x360"])
+    // Wait for the serial batch's first output: 9 files of it are still to come when the signal lands.
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning,
+      (try? FileManager.default.contentsOfDirectory(atPath: serial.path).contains { !$0.hasPrefix(".") }) != true
+    {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    if process.isRunning { kill(process.processIdentifier, SIGQUIT) }
+    let result = await CLI.wait(process, out, err, timeout: 120)
+    #expect(result.status == 0, "\(result.status): \(result.stderr)")
+    #expect(result.stderr.contains("spindle: SIGQUIT, the batch goes on"), "\(result.stderr)")
+    #expect(result.stderr.contains("WorkQueue 'tiltshift.codec': width 1"), "the serial run's queues: \(result.stderr)")
+    #expect(result.stdout.contains("byte-identical"), "\(result.stdout)")
+    let written = try FileManager.default.contentsOfDirectory(atPath: serial.path).filter { !$0.hasPrefix(".") }
+    #expect(written.count == 10)
   }
 }
 

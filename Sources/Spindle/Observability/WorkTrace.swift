@@ -121,6 +121,59 @@ public final class WorkTrace: Sendable {
     )
   }
 
+  // MARK: - Recording by hand
+
+  /// Runs `body` on the calling thread and records it as one item named `name` on `queue`: its start and end,
+  /// this thread, and how it ended (finished; failed when it throws; cancelled when it throws a
+  /// `CancellationError`).
+  ///
+  /// For work that does not run on a traced `WorkQueue` — a `DispatchQueue` block, a `concurrentPerform`
+  /// iteration, a thread of your own — so that it appears in the same timeline, Chrome trace and graph. Pass
+  /// `enqueued`, the moment the work was handed over (before `async`, say), to show its wait for a thread; without
+  /// it the item is recorded as added when it started. Recorded items have no dependencies.
+  ///
+  /// ```swift
+  /// let trace = WorkTrace()
+  /// let queue = DispatchQueue(label: "resize")
+  /// let added = ContinuousClock.now
+  /// queue.async {
+  ///   trace.record(name: "resize 1", queue: "resize", enqueued: added) { resize(photo) }
+  /// }
+  /// ```
+  ///
+  /// - Returns: what `body` returned.
+  /// - Throws: what `body` threw, after recording it.
+  @discardableResult
+  public func record<Result, Failure: Error>(
+    name: String,
+    queue: String,
+    enqueued: ContinuousClock.Instant? = nil,
+    _ body: () throws(Failure) -> Result
+  ) throws(Failure) -> Result {
+    let thread = currentThreadID()
+    let start = now()
+    let result: Swift.Result<Result, Failure>
+    do throws(Failure) {
+      result = .success(try body())
+    } catch {
+      result = .failure(error)
+    }
+    let end = now()
+    let state: WorkState
+    switch result {
+    case .success: state = .finished
+    case .failure(let error): state = error is CancellationError ? .cancelled : .failed
+    }
+    let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+    let completion = nextCompletion.wrappingAdd(1, ordering: .relaxed).oldValue
+    let added = enqueued.map { max(.zero, min($0 - origin, start)) } ?? start
+    let record = Record(
+      id: id, name: name, queue: queue, enqueued: added, start: start, end: end, thread: thread, state: state,
+      attempts: 1, dependencies: [], completion: completion)
+    shards[id % Self.shardCount].withLock { $0.records.append(record) }
+    return try result.get()
+  }
+
   // MARK: - Recording (called by the engine)
 
   func now() -> Duration { ContinuousClock.now - origin }

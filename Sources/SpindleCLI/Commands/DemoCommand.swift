@@ -17,6 +17,7 @@ struct DemoCommand: ParsableCommand {
       Both runs are recorded: the output folder gets timeline-serial.svg, timeline-concurrent.svg and an
       index.html that shows the photos and both timelines side by side. --trace, --timeline and --graph
       write the concurrent run's trace, timeline and dependency graph to files of your choice as well.
+      Ctrl-\\ (SIGQUIT) during a run prints what each work queue is running and what waits, and the run goes on.
       """
   )
 
@@ -125,7 +126,10 @@ struct DemoCommand: ParsableCommand {
       configuration.trace = trace
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
+      // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on.
+      let stuckReports = StuckReportMonitor { "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: run) }
       let summary = await run.run()
+      stuckReports.stop()
       return (summary, (clock.now - start).secondsValue, trace)
     }
     let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())

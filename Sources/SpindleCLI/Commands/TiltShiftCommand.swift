@@ -11,7 +11,8 @@ struct TiltShiftCommand: ParsableCommand {
     discussion: """
       Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files). Outputs are
       written atomically (temporary file, then rename) into DIR as <name><suffix>.<ext>; inputs are
-      never overwritten. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs.
+      never overwritten. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs. Ctrl-\\ (SIGQUIT)
+      prints what each work queue is running, what is ready and what waits for what, and the batch goes on.
 
       Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
 
@@ -210,7 +211,7 @@ struct TiltShiftCommand: ParsableCommand {
       trace: recording
     )
     let batch = TiltShiftBatch(items: items, configuration: configuration)
-    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, total: items.count)
+    let progressBar = ProgressBar(enabled: Terminal.stderrIsTerminal && !quiet && !json, files: items.count)
     let monitor = InterruptMonitor(
       onInterrupt: { _ in
         progressBar.clear()
@@ -227,6 +228,15 @@ struct TiltShiftCommand: ParsableCommand {
     )
     let clock = ContinuousClock()
     let start = clock.now
+    // The bar follows the batch's work items through its queues' progress.
+    let drawing =
+      progressBar.enabled
+      ? Task { for await work in batch.workProgressUpdates { progressBar.draw(work) } } : nil
+    // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on.
+    let stuckReports = StuckReportMonitor {
+      progressBar.clear()
+      return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
+    }
     let summary = await batch.run { report, progress in
       progressBar.clear()
       if Self.prints(report, quiet: quiet || json) {
@@ -237,7 +247,9 @@ struct TiltShiftCommand: ParsableCommand {
       }
       progressBar.draw(progress)
     }
-    progressBar.clear()
+    stuckReports.stop()
+    drawing?.cancel()
+    progressBar.stop()
     // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is
     // printed, must still end with status 130, not kill the process with SIGINT.
     let seconds = (clock.now - start).secondsValue

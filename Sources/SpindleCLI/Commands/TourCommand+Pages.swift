@@ -119,12 +119,22 @@ extension TourCommand {
       show("inside sync: currentLabel = \(IdentifiableDispatchQueue.currentLabel), isCurrent = \(serial.isCurrent)")
     }
     for (queue, name) in [(serial, "serial"), (concurrent, "concurrent")] {
+      // Dispatch blocks are not WorkQueue items: with --timeline each is recorded by hand, from the moment it
+      // was handed to the queue.
+      let trace = pageTrace()
+      let label = queue.label
       let group = DispatchGroup()
       let seconds = time {
-        for _ in 0..<4 { queue.queue.async(group: group) { usleep(200_000) } }
+        for index in 1...4 {
+          let added = ContinuousClock.now
+          queue.queue.async(group: group) {
+            recorded(trace, "job \(index)", queue: label, enqueued: added) { _ = usleep(200_000) }
+          }
+        }
         group.wait()
       }
       show(String(format: "%@: four 0.2 s jobs in %.2f s", name, seconds))
+      try drawTimeline(trace, name: "tour-gcd-\(name).svg", title: "GCD \(name) queue: four 0.2 s jobs")
     }
     let reentrant = serial.sync { serial.sync { "no deadlock" } }
     show("serial.sync inside serial.sync: \(reentrant) (plain DispatchQueue.sync would hang here)")
@@ -172,36 +182,51 @@ extension TourCommand {
     let first = TSanVisibleMutex("Anna")
     let last = TSanVisibleMutex("Adams")
     let torn = Atomic<Int>(0)
+    // With --timeline each write and read is recorded: unprotected, they overlap freely.
+    let unprotectedTrace = pageTrace()
     DispatchQueue.concurrentPerform(iterations: 2000) { index in
       let name = names[index % names.count]
       if index % 2 == 0 {
-        first.withLock { $0 = name.0 }
-        usleep(10)
-        last.withLock { $0 = name.1 }
+        recorded(unprotectedTrace, "write \(name.0)", queue: "unprotected") {
+          first.withLock { $0 = name.0 }
+          usleep(10)
+          last.withLock { $0 = name.1 }
+        }
       } else {
-        let seen = first.withLock { $0 } + " " + last.withLock { $0 }
+        let seen = recorded(unprotectedTrace, "read", queue: "unprotected") {
+          first.withLock { $0 } + " " + last.withLock { $0 }
+        }
         if !valid.contains(seen) { torn.add(1, ordering: .relaxed) }
       }
     }
     show("unprotected: \(torn.load(ordering: .relaxed)) of 1000 reads saw a torn name")
+    try drawTimeline(
+      unprotectedTrace, name: "tour-barrier-unprotected.svg", title: "Unprotected: writes and reads overlap")
 
     // Isolated: writes are exclusive, reads see whole values — the barrier pattern, made generic.
     let person = Isolated(Person(first: "Anna", last: "Adams"))
     let tornIsolated = Atomic<Int>(0)
+    // Recorded inside the closures: each write holds Isolated alone, reads never overlap a write.
+    let isolatedTrace = pageTrace()
     DispatchQueue.concurrentPerform(iterations: 2000) { index in
       let name = names[index % names.count]
       if index % 2 == 0 {
-        person.write {
-          $0.first = name.0
-          $0.last = name.1
+        person.write { person in
+          recorded(isolatedTrace, "write \(name.0)", queue: "Isolated") {
+            person.first = name.0
+            person.last = name.1
+          }
         }
       } else {
-        let seen = person.read { "\($0.first) \($0.last)" }
+        let seen = person.read { person in
+          recorded(isolatedTrace, "read", queue: "Isolated") { "\(person.first) \(person.last)" }
+        }
         if !valid.contains(seen) { tornIsolated.add(1, ordering: .relaxed) }
       }
     }
     person.writeAsync { $0.last = "Frost" }
     show("Isolated: \(tornIsolated.load(ordering: .relaxed)) of 1000 reads saw a torn name")
+    try drawTimeline(isolatedTrace, name: "tour-barrier-isolated.svg", title: "Isolated: each write alone")
     show("after writeAsync { $0.last = \"Frost\" } the next read sees: \(person.read { "\($0.first) \($0.last)" })")
   }
 }

@@ -20,7 +20,7 @@ struct TourCommand: ParsableCommand {
     let list = Option<Bool>.flag("list", help: "List the pages and exit.")
     let timeline = Option<String?>.text(
       "timeline", valueName: "dir",
-      help: "Write SVG timelines of the pages that compare serial and concurrent work (queue, pipeline) into dir.",
+      help: "Write SVG timelines of the pages comparing serial and concurrent work (queue, pipeline, gcd, barrier).",
       completion: .directory)
   }
 
@@ -115,6 +115,19 @@ struct TourCommand: ParsableCommand {
   /// A trace for a page's queue when `--timeline` was given.
   static func pageTrace() -> WorkTrace? {
     timelineFolder.withLock { $0 } == nil ? nil : WorkTrace()
+  }
+
+  /// Runs `body`, recorded into `trace` (when `--timeline` gave one) as an item `name` on `queue`: for work that runs
+  /// on Dispatch rather than on a WorkQueue.
+  static func recorded<Result>(
+    _ trace: WorkTrace?,
+    _ name: String,
+    queue: String,
+    enqueued: ContinuousClock.Instant? = nil,
+    _ body: () -> Result
+  ) -> Result {
+    guard let trace else { return body() }
+    return trace.record(name: name, queue: queue, enqueued: enqueued, body)
   }
 
   /// Writes `trace`'s timeline as `name` into the `--timeline` folder and says where.

@@ -25,66 +25,71 @@ extension TiltShiftBatch {
     let timings = TSanVisibleMutex(StageTimings())
     let warnings = TSanVisibleMutex([String]())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
-    let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
-      let clock = ContinuousClock()
-      let start = clock.now
-      defer { timings.withLock { $0.decode = (clock.now - start).secondsValue } }
-      let bytes = try ImageFile.read(item.input)
-      try WorkContext.current?.checkCancellation()
-      let inputFormat = ImageFormat(detecting: bytes) ?? .jpeg
-      var decoder = configuration.decoder
-      // 16 bits survive only into PNG; JPEG output is decoded straight to 8 bits.
-      decoder.keeps16Bits = (item.format ?? configuration.outputFormat ?? inputFormat) == .png
-      let image: Image
-      var found: [String] = []
-      do throws(ImageError) {
-        image = try decoder.decode(bytes, warnings: &found)
-      } catch {
-        throw error.naming(item.input)
+    // Added under `itemCounts`, so that `workProgress` reads the count and the queues' progress together.
+    let (decode, filter, encode) = itemCounts.withLock { counts in
+      let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
+        let clock = ContinuousClock()
+        let start = clock.now
+        defer { timings.withLock { $0.decode = (clock.now - start).secondsValue } }
+        let bytes = try ImageFile.read(item.input)
+        try WorkContext.current?.checkCancellation()
+        let inputFormat = ImageFormat(detecting: bytes) ?? .jpeg
+        var decoder = configuration.decoder
+        // 16 bits survive only into PNG; JPEG output is decoded straight to 8 bits.
+        decoder.keeps16Bits = (item.format ?? configuration.outputFormat ?? inputFormat) == .png
+        let image: Image
+        var found: [String] = []
+        do throws(ImageError) {
+          image = try decoder.decode(bytes, warnings: &found)
+        } catch {
+          throw error.naming(item.input)
+        }
+        if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
+        return Decoded(image: image, format: inputFormat, bytesRead: bytes.count)
       }
-      if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
-      return Decoded(image: image, format: inputFormat, bytesRead: bytes.count)
-    }
-    let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
-      (decoded: Decoded) throws -> Decoded in
-      try WorkContext.current?.checkCancellation()
-      let clock = ContinuousClock()
-      let start = clock.now
-      defer { timings.withLock { $0.filter = (clock.now - start).secondsValue } }
-      var result = decoded
-      result.image = configuration.filter.apply(to: decoded.image, bands: configuration.bandsPerImage)
-      return result
-    }
-    let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
-      (filtered: Decoded) throws -> Written in
-      try WorkContext.current?.checkCancellation()
-      let clock = ContinuousClock()
-      let start = clock.now
-      defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
-      let format = item.format ?? configuration.outputFormat ?? filtered.format
-      var image = filtered.image
-      if configuration.stripsMetadata {
-        // Without its orientation tag the picture must be stored as it is shown.
-        image = image.orientedUpright()
-        image.metadata.strip()
+      let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
+        (decoded: Decoded) throws -> Decoded in
+        try WorkContext.current?.checkCancellation()
+        let clock = ContinuousClock()
+        let start = clock.now
+        defer { timings.withLock { $0.filter = (clock.now - start).secondsValue } }
+        var result = decoded
+        result.image = configuration.filter.apply(to: decoded.image, bands: configuration.bandsPerImage)
+        return result
       }
-      let encoder = ImageEncoder(
-        format: format, jpegQuality: configuration.jpegQuality, background: configuration.background)
-      let bytes: [UInt8]
-      do throws(ImageError) {
-        bytes = try encoder.encode(image)
-      } catch {
-        throw error.naming(item.input)
+      let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
+        (filtered: Decoded) throws -> Written in
+        try WorkContext.current?.checkCancellation()
+        let clock = ContinuousClock()
+        let start = clock.now
+        defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
+        let format = item.format ?? configuration.outputFormat ?? filtered.format
+        var image = filtered.image
+        if configuration.stripsMetadata {
+          // Without its orientation tag the picture must be stored as it is shown.
+          image = image.orientedUpright()
+          image.metadata.strip()
+        }
+        let encoder = ImageEncoder(
+          format: format, jpegQuality: configuration.jpegQuality, background: configuration.background)
+        let bytes: [UInt8]
+        do throws(ImageError) {
+          bytes = try encoder.encode(image)
+        } catch {
+          throw error.naming(item.input)
+        }
+        // Last point at which a cancelled batch leaves no output for this file.
+        try WorkContext.current?.checkCancellation()
+        try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
+        return Written(
+          width: filtered.image.width,
+          height: filtered.image.height,
+          bytesRead: filtered.bytesRead,
+          bytesWritten: bytes.count
+        )
       }
-      // Last point at which a cancelled batch leaves no output for this file.
-      try WorkContext.current?.checkCancellation()
-      try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
-      return Written(
-        width: filtered.image.width,
-        height: filtered.image.height,
-        bytesRead: filtered.bytesRead,
-        bytesWritten: bytes.count
-      )
+      counts.added += Self.itemsPerFile
+      return (decode, filter, encode)
     }
     // A cancel() that raced with adding this file must still reach it.
     if state.withLock({ $0.cancelled }) {

@@ -35,6 +35,7 @@ extension TiltShiftBatch {
             state.reports[index] = FileReport(item: items[index], outcome: .cancelled, timings: StageTimings())
           }
           state.progress.cancelled += rest.count
+          itemCounts.withLock { $0.skippedFiles += rest.count }
           state.progress.elapsed = (ContinuousClock.now - start).secondsValue
           return .cancelRest(rest, state.progress)
         }
@@ -50,6 +51,7 @@ extension TiltShiftBatch {
             state.reports[state.next] = report
             state.next += 1
             state.progress.failed += 1
+            itemCounts.withLock { $0.skippedFiles += 1 }
             state.progress.elapsed = (ContinuousClock.now - start).secondsValue
             return .refuse(report, state.progress)
           }
@@ -102,6 +104,7 @@ extension TiltShiftBatch {
           onFileFinished(FileReport(item: items[index], outcome: .cancelled, timings: StageTimings()), progress)
         }
       case .finish(let waiters):
+        publishToWatchers()
         for waiter in waiters { waiter() }
         return
       case .wait:

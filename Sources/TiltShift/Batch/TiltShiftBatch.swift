@@ -29,6 +29,8 @@ public final class TiltShiftBatch: Sendable {
   /// Serialises the bookkeeping: starting files, recording reports, calling `onFileFinished`.
   let bookkeeping = DispatchQueue(label: "tiltshift.batch")
   let state: TSanVisibleMutex<State>
+  /// What the batch gave its queues; work is added to them under this lock (see ``workProgress``).
+  let itemCounts = TSanVisibleMutex(ItemCounts())
 
   struct State {
     var next = 0
@@ -47,6 +49,9 @@ public final class TiltShiftBatch: Sendable {
     var waiters: [@Sendable () -> Void] = []
     var onFileFinished: @Sendable (FileReport, BatchProgress) -> Void = { _, _ in }
     var start = ContinuousClock.now
+    /// The subscribers of ``workProgressUpdates``.
+    var watchers: [Int: WorkProgressWatcher] = [:]
+    var nextWatcher = 0
   }
 
   /// Creates a batch; nothing runs until ``run(onFileFinished:)``.
