@@ -47,6 +47,19 @@ package enum Platform {
     #endif
   }
 
+  /// A cheap, coarse monotonic clock in nanoseconds (`CLOCK_MONOTONIC_COARSE` on Linux: a few nanoseconds to
+  /// read, a few milliseconds of resolution), for "running for 2.4 s" in reports, never for measuring.
+  @inline(__always)
+  package static var coarseUptimeNanoseconds: UInt64 {
+    var now = timespec()
+    #if os(Linux)
+      clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
+    #else
+      clock_gettime(CLOCK_MONOTONIC, &now)
+    #endif
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+  }
+
   /// Gives up the rest of the calling thread's time slice (`sched_yield`).
   package static func yieldThread() {
     sched_yield()

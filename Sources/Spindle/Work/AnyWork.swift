@@ -73,6 +73,8 @@ public class AnyWork: @unchecked Sendable {
   var inlineTermination: Termination?
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
   var isBarrier = false
+  // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
+  var startedAt: UInt64 = 0
   // lock: what the work waits for, until it is ready
   var dependencyList: [AnyWork]
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
@@ -236,6 +238,7 @@ public class AnyWork: @unchecked Sendable {
       return .skipped
     }
     phase = .running
+    startedAt = Platform.coarseUptimeNanoseconds
     let trace = engine?.trace
     if let engine, engine.isObserved.load(ordering: .relaxed) {
       let attempt = extras?.attempts ?? 1
@@ -364,6 +367,7 @@ public class AnyWork: @unchecked Sendable {
         guard case .pending = phase else { return false }
         _ = remaining.subtract(1, ordering: .acquiringAndReleasing)
         phase = .running
+        startedAt = Platform.coarseUptimeNanoseconds
         self.body = nil
         return true
       }

@@ -85,6 +85,16 @@ public struct WorkProgress: Sendable, Hashable {
   public var completed: Int
   /// Items added.
   public var total: Int
+  /// Progress of `completed` items of `total`.
+  ///
+  /// ```swift
+  /// let half = WorkProgress(completed: 5, total: 10)   // half.fractionCompleted == 0.5
+  /// ```
+  public init(completed: Int, total: Int) {
+    self.completed = completed
+    self.total = total
+  }
+
   /// `completed / total`, 1 when nothing was added.
   public var fractionCompleted: Double { total == 0 ? 1 : Double(completed) / Double(total) }
 }

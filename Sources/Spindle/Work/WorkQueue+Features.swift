@@ -117,11 +117,14 @@ extension WorkQueue {
 }
 
 extension WorkQueue: CustomDebugStringConvertible {
-  /// A report for a stuck queue: its width and state, what runs (and for how long it has been unfinished),
-  /// what is ready, and what each pending item waits for.
+  /// A report for a stuck queue: its width and state, what runs (and since when: its latest attempt's start,
+  /// to a few milliseconds), what is ready, and what each pending item waits for.
   ///
   /// ```swift
   /// print(String(reflecting: queue))
+  /// // WorkQueue 'net': width 2, 1 running, 0 ready, 2 unfinished
+  /// //   running 'page' (normal), for 12.4 s
+  /// //   pending 'render' (normal), waits for 'page'
   /// ```
   public var debugDescription: String {
     let (items, scheduler) = engine.state.withLock { ($0.unfinishedItems(), $0.scheduler) }
@@ -130,10 +133,17 @@ extension WorkQueue: CustomDebugStringConvertible {
         + "\(scheduler.readyCount) ready, \(scheduler.unfinished) unfinished"
         + (scheduler.isSuspended ? ", suspended" : "") + (scheduler.holds > 0 ? ", in a batch" : "")
     ]
+    let now = Platform.coarseUptimeNanoseconds
     for item in items {
-      let (phase, dependencies) = item.lock.withLock { (item.phase.state, item.dependencyList) }
+      let (phase, dependencies, startedAt) = item.lock.withLock {
+        (item.phase.state, item.dependencyList, item.startedAt)
+      }
       let waitingFor = dependencies.filter { !$0.state.isFinal }.map { $0.name ?? "unnamed" }
       var line = "  \(phase) '\(item.name ?? "unnamed")' (\(item.priority))"
+      if phase == .running {
+        let tenths = (now &- min(now, startedAt)) / 100_000_000
+        line += ", for \(tenths / 10).\(tenths % 10) s"
+      }
       if phase == .pending {
         if let key = item.lock.withLock({ item.extras?.options.exclusive }) {
           line += ", exclusive '\(key)'"

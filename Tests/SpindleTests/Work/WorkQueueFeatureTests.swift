@@ -352,6 +352,11 @@ struct WorkQueueFeatureTests {
     let report = String(reflecting: queue)
     #expect(report.contains("WorkQueue 'report': width 1, 1 running"))
     #expect(report.contains("pending 'child' (normal), waits for 'blocker'"))
+    try await Task.sleep(for: .milliseconds(300))
+    let later = String(reflecting: queue)
+    let running = later.split(separator: "\n").first { $0.contains("running 'blocker' (normal), for ") }
+    let seconds = running.flatMap { $0.split(separator: "for ").last }.flatMap { Double($0.dropLast(2)) }
+    #expect(seconds.map { $0 >= 0.2 && $0 < 600 } == true, "how long it runs: \(later)")
     gate.open()
     _ = try await child.value
     #expect(child.dependencies.isEmpty)
