@@ -15,7 +15,14 @@ final class WorkEngine: @unchecked Sendable {
   let name: String
   let qos: DispatchQoS.QoSClass
   let taskPriority: TaskPriority
-  let trace: WorkTrace?
+  #if SPINDLE_MEASURE_WITHOUT_TRACE_HOOKS
+    // Only for measuring what the recording hooks cost when recording is off (README, "Seeing your work"): the
+    // compiler then removes every hook. Never set in a normal build.
+    var trace: WorkTrace? { nil }
+    private let requestedTrace: WorkTrace?
+  #else
+    let trace: WorkTrace?
+  #endif
 
   let state: Locked<EngineState>
   /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
@@ -34,7 +41,11 @@ final class WorkEngine: @unchecked Sendable {
     self.runsOnMain = runsOnMain
     self.name = name
     self.qos = qos
-    self.trace = trace
+    #if SPINDLE_MEASURE_WITHOUT_TRACE_HOOKS
+      self.requestedTrace = trace
+    #else
+      self.trace = trace
+    #endif
     self.state = Locked(EngineState(scheduler: WorkScheduler(width: width, priorities: WorkPriority.allCases.count)))
     switch qos {
     case .userInteractive, .userInitiated: taskPriority = .high
