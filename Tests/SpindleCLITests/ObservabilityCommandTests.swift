@@ -1,10 +1,7 @@
 import Foundation
+import SpindleTestSupport
 import Testing
 import TiltShift
-
-#if canImport(FoundationXML)
-  import FoundationXML
-#endif
 
 /// End-to-end: the pictures `spindle demo`, `tiltshift` and `tour` draw of their own runs.
 @Suite(.serialized) struct ObservabilityCommandTests {
@@ -93,31 +90,11 @@ import TiltShift
       let path = root.appendingPathComponent(name).path
       #expect(result.stdout.contains("timeline: \(path)"), "the page says where: \(result.stdout)")
       let data = try Data(contentsOf: URL(fileURLWithPath: path))
-      let svg = SVGShape(data)
+      let svg = XMLShape(data)
       #expect(svg.error == nil, "\(name) is well-formed XML: \(String(describing: svg.error))")
-      #expect(svg.elements.first == "svg", "\(name)")
-      #expect(svg.elements.filter { $0 == "rect" }.count > 4, "\(name) has bars")
+      #expect(svg.names.first == "svg", "\(name)")
+      #expect(svg.names.filter { $0 == "rect" }.count > 4, "\(name) has bars")
       #expect(String(decoding: data, as: UTF8.self).contains(summary), "\(name): \(summary)")
     }
-  }
-}
-
-/// The element names of an XML document, or the parser's error.
-final class SVGShape: NSObject, XMLParserDelegate {
-  var elements: [String] = []
-  var error: (any Error)?
-
-  init(_ data: Data) {
-    super.init()
-    let parser = XMLParser(data: data)
-    parser.delegate = self
-    if !parser.parse() { error = parser.parserError ?? CocoaError(.coderReadCorrupt) }
-  }
-
-  func parser(
-    _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-    attributes: [String: String] = [:]
-  ) {
-    elements.append(name)
   }
 }

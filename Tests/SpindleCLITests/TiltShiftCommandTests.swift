@@ -17,6 +17,24 @@ import TiltShift
     try Data(bytes).write(to: path)
   }
 
+  /// Writes `photos` 640×480 PNGs into `root/in`, starts `spindle tiltshift` on them (one job, into `root/out`) and
+  /// returns once the first output exists, so that a signal sent next lands mid-batch.
+  static func startMidBatch(photos: Int, seed: UInt64, in root: URL) async throws -> (Process, Pipe, Pipe) {
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: seed).render(width: 640, height: 480))
+    for index in 0..<photos {
+      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "p%02d.png", index)))
+    }
+    let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
+    let deadline = Date().addingTimeInterval(60)
+    while Date() < deadline, process.isRunning, (try? files(in: outputs).contains { !$0.hasPrefix(".") }) != true {
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    return (process, out, err)
+  }
+
   static func files(in folder: URL) throws -> [String] {
     try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
   }
@@ -131,21 +149,8 @@ import TiltShift
     for interrupts in [1, 2] {
       let root = try CLI.temporaryFolder()
       defer { try? FileManager.default.removeItem(at: root) }
-      let inputs = root.appendingPathComponent("in")
       let outputs = root.appendingPathComponent("out")
-      try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
-      let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 9).render(width: 640, height: 480))
-      for index in 0..<40 {
-        try Data(photo).write(to: inputs.appendingPathComponent(String(format: "p%02d.png", index)))
-      }
-      let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
-      // Wait until the first output exists, so the interrupt lands mid-batch.
-      let deadline = Date().addingTimeInterval(60)
-      while Date() < deadline, process.isRunning,
-        (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
-      {
-        try await Task.sleep(for: .milliseconds(5))
-      }
+      let (process, out, err) = try await Self.startMidBatch(photos: 40, seed: 9, in: root)
       for _ in 0..<interrupts {
         kill(process.processIdentifier, SIGINT)
         try await Task.sleep(for: .milliseconds(20))
@@ -165,21 +170,8 @@ import TiltShift
   @Test func sigquitPrintsTheStuckQueueReportAndTheBatchGoesOn() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
-    let inputs = root.appendingPathComponent("in")
     let outputs = root.appendingPathComponent("out")
-    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
-    let photo = try ImageEncoder(format: .png).encode(SamplePhoto(seed: 4).render(width: 640, height: 480))
-    for index in 0..<24 {
-      try Data(photo).write(to: inputs.appendingPathComponent(String(format: "s%02d.png", index)))
-    }
-    let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
-    // Wait until the first output exists, so the signal lands mid-batch.
-    let deadline = Date().addingTimeInterval(60)
-    while Date() < deadline, process.isRunning,
-      (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) != true
-    {
-      try await Task.sleep(for: .milliseconds(5))
-    }
+    let (process, out, err) = try await Self.startMidBatch(photos: 24, seed: 4, in: root)
     // Twice, a little apart: one report may land in the instant between two files when nothing runs.
     for _ in 0..<2 where process.isRunning {
       kill(process.processIdentifier, SIGQUIT)

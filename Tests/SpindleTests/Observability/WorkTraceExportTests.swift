@@ -3,10 +3,6 @@ import Testing
 
 @testable import Spindle
 
-#if canImport(FoundationXML)
-  import FoundationXML
-#endif
-
 /// Runs `tool arguments...` with `input` on stdin; nil when the tool is not installed.
 func runTool(_ tool: String, _ arguments: [String], input: Data = Data()) throws -> (status: Int32, output: Data)? {
   let candidates = ["/usr/bin/\(tool)", "/usr/local/bin/\(tool)", "/bin/\(tool)"]
@@ -28,29 +24,6 @@ func runTool(_ tool: String, _ arguments: [String], input: Data = Data()) throws
   let output = stdout.fileHandleForReading.readDataToEndOfFile()
   process.waitUntilExit()
   return (process.terminationStatus, output)
-}
-
-/// Element names and attributes of an XML document, or the parser's error.
-final class XMLShape: NSObject, XMLParserDelegate {
-  var elements: [(name: String, attributes: [String: String])] = []
-  var text = ""
-  var error: (any Error)?
-
-  init(_ data: Data) {
-    super.init()
-    let parser = XMLParser(data: data)
-    parser.delegate = self
-    if !parser.parse() { error = parser.parserError ?? CocoaError(.coderReadCorrupt) }
-  }
-
-  func parser(
-    _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-    attributes: [String: String] = [:]
-  ) {
-    elements.append((name, attributes))
-  }
-
-  func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
 }
 
 /// `count` synthetic items on `threads` threads, back to back, each `micros` long, in three stages.
