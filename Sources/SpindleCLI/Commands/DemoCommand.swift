@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import Synchronization
 import TiltShift
 
 /// `spindle demo`: the main job. Makes sample photos, runs the tilt-shift pipeline serially and
@@ -108,7 +109,15 @@ struct DemoCommand: ParsableCommand {
       "  made \(count) photos (\(Format.bytes(inputBytes)) of JPEG) in \(Format.seconds((clock.now - start).secondsValue)) → \(folders[0])/"
     )
 
-    // 2. The same batch twice.
+    // 2. The same batch twice. Ctrl-\ (SIGQUIT) from here to the end of both batches prints the running batch's
+    // stuck-queue report and the demo goes on: one monitor for both, so no signal lands in a gap between them
+    // (where the default disposition would end the process).
+    let running = Mutex<TiltShiftBatch?>(nil)
+    let stuckReports = StuckReportMonitor {
+      guard let batch = running.withLock({ $0 }) else { return "spindle: SIGQUIT, between two batches; going on\n" }
+      return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
+    }
+    defer { stuckReports.stop() }
     func batch(
       into folder: String,
       configuration: BatchConfiguration
@@ -126,10 +135,9 @@ struct DemoCommand: ParsableCommand {
       configuration.trace = trace
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
-      // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on.
-      let stuckReports = StuckReportMonitor { "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: run) }
+      running.withLock { $0 = run }
       let summary = await run.run()
-      stuckReports.stop()
+      running.withLock { $0 = nil }
       return (summary, (clock.now - start).secondsValue, trace)
     }
     let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())

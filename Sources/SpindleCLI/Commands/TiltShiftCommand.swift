@@ -232,7 +232,9 @@ struct TiltShiftCommand: ParsableCommand {
     let drawing =
       progressBar.enabled
       ? Task { for await work in batch.workProgressUpdates { progressBar.draw(work) } } : nil
-    // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on.
+    // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on. Like the interrupt monitor,
+    // it stays on until the command returns, so a Ctrl-\ that lands while the summary is printed reports the
+    // finished batch instead of ending the process with a core dump.
     let stuckReports = StuckReportMonitor {
       progressBar.clear()
       return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
@@ -247,7 +249,7 @@ struct TiltShiftCommand: ParsableCommand {
       }
       progressBar.draw(progress)
     }
-    stuckReports.stop()
+    defer { stuckReports.stop() }
     drawing?.cancel()
     progressBar.stop()
     // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is
