@@ -51,39 +51,43 @@ public class AnyWork: @unchecked Sendable {
   /// Dependencies not yet finished, plus one while the work is still being wired up.
   let remaining: Atomic<Int>
 
+  // The mutable fields below are guarded by `lock` (or the engine's lock, as marked). The runtime's dynamic
+  // exclusivity checks on them (`swift_beginAccess` on every access, a few per cent of an empty item's cost under
+  // `perf`) would only repeat what those locks guarantee, so they are off; ThreadSanitizer still checks them.
+
   // lock. The engine that runs the work; released when the work completes, so finished work keeps no queue alive.
-  var engine: WorkEngine?
+  @exclusivity(unchecked) var engine: WorkEngine?
   // lock (taken out, and so released, when the body starts or the work ends without running)
-  var body: ErasedBody?
+  @exclusivity(unchecked) var body: ErasedBody?
   // lock
-  var phase: Phase
+  @exclusivity(unchecked) var phase: Phase
   // lock
-  var cancelRequested = false
+  @exclusivity(unchecked) var cancelRequested = false
   // lock
-  var dependents = SmallList<AnyWork>()
+  @exclusivity(unchecked) var dependents = SmallList<AnyWork>()
   // lock
-  var completionHandlers = SmallList<@Sendable () -> Void>()
+  @exclusivity(unchecked) var completionHandlers = SmallList<@Sendable () -> Void>()
   // lock: called at most once, when running work is cancelled
-  var cancelHandlers = SmallList<@Sendable () -> Void>()
+  @exclusivity(unchecked) var cancelHandlers = SmallList<@Sendable () -> Void>()
   // lock
-  var runningTask: Task<Void, Never>?
+  @exclusivity(unchecked) var runningTask: Task<Void, Never>?
   // lock: a callback body is on the stack of the worker that started it
-  var inBody = false
+  @exclusivity(unchecked) var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
-  var inlineTermination: Termination?
+  @exclusivity(unchecked) var inlineTermination: Termination?
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
-  var isBarrier = false
+  @exclusivity(unchecked) var isBarrier = false
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
-  var startedAt: UInt64 = 0
+  @exclusivity(unchecked) var startedAt: UInt64 = 0
   // lock: what the work waits for, until it is ready
-  var dependencyList: [AnyWork]
+  @exclusivity(unchecked) var dependencyList: [AnyWork]
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
-  var extras: WorkExtras?
+  @exclusivity(unchecked) var extras: WorkExtras?
 
   // The owning engine's state lock.
-  var registryNext: AnyWork?
+  @exclusivity(unchecked) var registryNext: AnyWork?
   // The owning engine's state lock.
-  unowned(unsafe) var registryPrevious: AnyWork?
+  @exclusivity(unchecked) unowned(unsafe) var registryPrevious: AnyWork?
 
   init(
     engine: WorkEngine,

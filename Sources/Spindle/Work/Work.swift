@@ -16,9 +16,9 @@ import Dispatch
 // writes `storedValue` once before the work completes under that lock.
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // lock (written without it only by the running body, before the work completes under the lock)
-  private var storedValue: Value?
+  @exclusivity(unchecked) private var storedValue: Value?
   // lock
-  private var finishCalled = false
+  @exclusivity(unchecked) private var finishCalled = false
 
   // MARK: - Public API
 

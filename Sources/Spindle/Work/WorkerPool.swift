@@ -22,13 +22,14 @@ final class WorkerPool: @unchecked Sendable {
 
   private let mutex = PlatformMutex()
   private let condition = PlatformCondition()
-  private var jobs = RingBuffer<Job>()
+  // Guarded by `mutex`; dynamic exclusivity checks off, as on `AnyWork`'s locked fields.
+  @exclusivity(unchecked) private var jobs = RingBuffer<Job>()
   /// Threads alive.
-  private var threads = 0
+  @exclusivity(unchecked) private var threads = 0
   /// Threads running a job.
-  private var busy = 0
+  @exclusivity(unchecked) private var busy = 0
   /// Threads waiting on `condition`.
-  private var parked = 0
+  @exclusivity(unchecked) private var parked = 0
 
   private init() {}
 
