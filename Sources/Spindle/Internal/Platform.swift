@@ -268,7 +268,10 @@ package struct ThreadLocalKey: @unchecked Sendable {
 package enum PlatformThread {
   /// Starts a detached thread named `name` (on Apple platforms) that runs `body` and exits.
   ///
-  /// Stops the program if the system cannot create a thread.
+  /// The thread blocks every asynchronous signal, as Dispatch's own worker threads do: a process signal (SIGINT,
+  /// SIGQUIT, …) goes to a thread of the program, never to a Spindle worker. Without that, a signal the program
+  /// watches with a `DispatchSource` (which needs it ignored or blocked) could land on a worker, where "ignored"
+  /// discards it. Stops the program if the system cannot create a thread.
   ///
   /// ```swift
   /// PlatformThread.start(name: "worker-0") { runLoop() }
@@ -284,7 +287,15 @@ package enum PlatformThread {
     #else
       var thread: pthread_t? = nil
     #endif
+    // The new thread inherits the mask in force at pthread_create: block everything but the synchronous signals
+    // (a fault must still stop the program), create, and restore this thread's own mask.
+    var blocked = sigset_t()
+    var previous = sigset_t()
+    sigfillset(&blocked)
+    for synchronous in [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS] { sigdelset(&blocked, synchronous) }
+    pthread_sigmask(SIG_SETMASK, &blocked, &previous)
     let result = pthread_create(&thread, &attributes, threadMain, argument)
+    pthread_sigmask(SIG_SETMASK, &previous, nil)
     precondition(result == 0, "Spindle could not start a thread (pthread_create error \(result))")
   }
 }

@@ -608,6 +608,7 @@ enum Phase {
 }
 
 /// How a work item ended, without its value.
+@usableFromInline
 enum Termination: Sendable {
   case finished
   case failed(any Error)
@@ -649,6 +650,7 @@ enum Execution {
 
 /// A body with its value type erased: it runs the user's closure, stores the value in the work item and says
 /// how the work ended. Created by `Work<Value>`, run by `AnyWork.execute()`.
+@usableFromInline
 enum ErasedBody: Sendable {
   case sync(@Sendable (AnyWork) -> Termination)
   case async(@Sendable (AnyWork) async -> Termination)
@@ -657,6 +659,7 @@ enum ErasedBody: Sendable {
 
 extension Termination {
   /// How a body that threw `error` ends: cancelled for `CancellationError`, failed otherwise.
+  @usableFromInline
   init(error: any Error) {
     switch error {
     case is CancellationError: self = .cancelled

@@ -15,8 +15,9 @@ import Dispatch
 // @unchecked Sendable: `storedValue` and `finishCalled` are guarded by `lock` (see AnyWork); the running body
 // writes `storedValue` once before the work completes under that lock.
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
-  // lock (written without it only by the running body, before the work completes under the lock)
-  @exclusivity(unchecked) private var storedValue: Value?
+  // lock (written without it only by the running body, before the work completes under the lock); usable from
+  // inlinable code so that `runSync` specializes in the caller's module
+  @exclusivity(unchecked) @usableFromInline var storedValue: Value?
   // lock
   @exclusivity(unchecked) private var finishCalled = false
 
@@ -111,6 +112,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// The value of a finished dependency, for a dependent's body. Only called once the work finished.
+  @usableFromInline
   func dependencyValue() -> Value {
     lock.withLock {
       guard let value = storedValue else {
@@ -137,7 +139,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// The running body is the only writer of the value; readers take `lock` after the work completes under
   /// it, which orders them after this write.
-  @inline(__always)
+  @inlinable @inline(__always)
   static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
     do {
       let value = try run()

@@ -165,6 +165,7 @@ enum ConditionOutcome {
 }
 
 /// Per-item state of the rarely used features, guarded by the item's lock.
+@usableFromInline
 final class WorkExtras {
   let options: WorkOptions
   var cancelReason: String?

@@ -183,6 +183,7 @@ public final class WorkQueue: Sendable {
   /// Creates the work item for an `add` call and wires it to its dependencies.
   ///
   /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`.
+  @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
     name: String?,

@@ -13,6 +13,43 @@ import Testing
 /// Regression tests for every broken promise the engine rebuild fixed, and for its new guarantees.
 @Suite("WorkQueue engine")
 struct WorkEngineTests {
+  // A CI run lost Ctrl-\ during `spindle demo`: the program ignored SIGQUIT to watch it with a DispatchSource,
+  // and the kernel gave the signal to a worker thread made earlier, where "ignored" discarded it.
+  @Test("worker and executor threads block process signals (they reach the program's own threads), not faults")
+  func workerThreadsBlockSignals() async throws {
+    @Sendable func blockedHere() -> (quit: Bool, interrupt: Bool, terminate: Bool, fault: Bool) {
+      var mask = sigset_t()
+      pthread_sigmask(SIG_BLOCK, nil, &mask)
+      return (
+        sigismember(&mask, SIGQUIT) == 1, sigismember(&mask, SIGINT) == 1, sigismember(&mask, SIGTERM) == 1,
+        sigismember(&mask, SIGSEGV) == 1
+      )
+    }
+    // A thread started from one that takes every signal (as a program's main thread does) still blocks them.
+    let fromUnblocked = Mutex<(quit: Bool, interrupt: Bool, terminate: Bool, fault: Bool)?>(nil)
+    let started = DispatchSemaphore(value: 0)
+    PlatformThread.start(name: "unblocked") {
+      var none = sigset_t()
+      sigemptyset(&none)
+      pthread_sigmask(SIG_SETMASK, &none, nil)
+      PlatformThread.start(name: "child") {
+        fromUnblocked.withLock { $0 = blockedHere() }
+        started.signal()
+      }
+    }
+    #expect(await offPool { started.wait(timeout: .now() + 30) } == .success)
+    let child = try #require(fromUnblocked.withLock { $0 })
+    #expect(child.quit && child.interrupt && child.terminate && !child.fault, "\(child)")
+    let queue = WorkQueue(name: "signals", maxConcurrent: 2)
+    let onWorker = try await queue.add { blockedHere() }.value
+    #expect(onWorker.quit && onWorker.interrupt && onWorker.terminate, "a worker thread takes process signals")
+    #expect(!onWorker.fault, "a fault on a worker must still stop the program")
+    let executor = BlockingExecutor(name: "signals", threadCount: 1)
+    defer { executor.shutdown() }
+    let onExecutor = await Task(executorPreference: executor) { blockedHere() }.value
+    #expect(onExecutor.quit && onExecutor.interrupt && !onExecutor.fault)
+  }
+
   // MARK: - No hidden ready work
 
   @Test("width 2: a body waiting for a signal from the next ready item is woken (the item is not hidden)")
