@@ -243,12 +243,14 @@ public class AnyWork: @unchecked Sendable {
     }
     phase = .running
     startedAt = Platform.coarseUptimeNanoseconds
-    let trace = engine?.trace
-    if let engine, engine.isObserved.load(ordering: .relaxed) {
+    // One load of the engine for everything below (each `engine?.` is a load, a retain and a release).
+    let owner = engine
+    let trace = owner?.trace
+    if let owner, owner.isObserved.load(ordering: .relaxed) {
       let attempt = extras?.attempts ?? 1
       lock.unlock()
-      engine.emit(.willStart(attempt: attempt), for: self)
-      engine.emit(.started(attempt: attempt), for: self)
+      owner.emit(.willStart(attempt: attempt), for: self)
+      owner.emit(.started(attempt: attempt), for: self)
       lock.lock()
     }
     if let extras {
@@ -259,9 +261,9 @@ public class AnyWork: @unchecked Sendable {
       return executeWithExtras(body, extras, trace)
     }
     self.body = nil
-    let priority = engine?.taskPriority
     lock.unlock()
-    switch run(body, trace: trace, priority: priority) {
+    // Only an `async` body's task needs the queue's priority.
+    switch run(body, trace: trace, priority: isAsync ? owner?.taskPriority : nil) {
     case .detached:
       return .detached
     case .ended(let termination):
