@@ -41,31 +41,33 @@ private struct EngineBenchmarks {
     let initialThreads = processThreadCount()
     let callbacks = size(20_000)
     let (callbackSample, callbackPeak) = try measurePeakThreads { engineCallbackPeak(callbacks) }
-    add(
+    report.add(
       "peak threads: width 2, \(callbacks.formatted()) callback bodies", "WorkQueue callback bodies", callbacks,
       baseline: true, callbackSample, note: callbackPeak.note)
     waitForThreads(atMost: initialThreads + 2, limit: .seconds(8))
     let blockingPerQueue = size(320)
     let (blockingSample, blockingPeak) = try measurePeakThreads { engineBlockingPeak(perQueue: blockingPerQueue) }
-    add(
+    report.add(
       "peak threads: 4 queues × width 64, \((4 * blockingPerQueue).formatted()) blocking bodies",
       "WorkQueue sync bodies (sleep 2 ms)", 4 * blockingPerQueue, baseline: true, blockingSample,
       note: blockingPeak.note)
 
     // The four graph workloads.
     let independent = "independent \(count)"
-    add(independent, "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineIndependent(nodes) })
-    add(
+    report.add(independent, "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineIndependent(nodes) })
+    report.add(
       independent, "DispatchQueue.async + group", nodes,
       try measure(runs: runs) { engineDispatchIndependent(nodes) })
-    add(independent, "withTaskGroup", nodes, await measureAsync(runs: runs) { await engineTaskGroupIndependent(nodes) })
+    report.add(
+      independent, "withTaskGroup", nodes, await measureAsync(runs: runs) { await engineTaskGroupIndependent(nodes) })
 
     addRecordingRows(nodes, runs: runs)
 
-    add("chain \(count)", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineChain(nodes) })
-    add("fan-in \(count) → 1", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineFanIn(nodes) })
+    report.add("chain \(count)", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineChain(nodes) })
+    report.add(
+      "fan-in \(count) → 1", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineFanIn(nodes) })
     let graph = RandomGraph(nodes: nodes, edgesPerNode: 4, seed: 2026)
-    add(
+    report.add(
       "random DAG \(count) × ~4 edges", "WorkQueue", nodes, baseline: true,
       try measure(runs: runs) { engineGraph(graph) }, note: "\(graph.edgeCount) edges")
 
@@ -73,17 +75,17 @@ private struct EngineBenchmarks {
     // 20,000 items (not 100,000) keep the slow case within a developer's patience; the cost per item is flat.
     let items = size(20_000)
     let asyncName = "async bodies \(items.formatted())"
-    add(
+    report.add(
       asyncName, "withTaskGroup child task per item", items, baseline: true,
       await measureAsync(runs: runs) { await engineTaskGroupIndependent(items) })
-    add(asyncName, "WorkQueue async bodies", items, await measureAsync(runs: runs) { await engineAsync(items) })
+    report.add(asyncName, "WorkQueue async bodies", items, await measureAsync(runs: runs) { await engineAsync(items) })
 
     // Callback bodies that call `finish` at once against sync bodies: again WorkQueue ÷ the sync baseline.
     let callbackName = "callback bodies \(items.formatted())"
-    add(
+    report.add(
       callbackName, "WorkQueue sync bodies", items, baseline: true, try measure(runs: runs) { engineIndependent(items) }
     )
-    add(callbackName, "WorkQueue callback bodies", items, try measure(runs: runs) { engineCallbacks(items) })
+    report.add(callbackName, "WorkQueue callback bodies", items, try measure(runs: runs) { engineCallbacks(items) })
 
     report.notes.append(
       "graph workloads: WorkQueue(maxConcurrent: \(engineWidth)) is the baseline; graph built and run together "
@@ -120,48 +122,26 @@ private struct EngineBenchmarks {
       for which in orders[round % orders.count] { seconds[which].append(contenders[which]()) }
     }
     let (off, offAgain, on) = (Sample(seconds[0]), Sample(seconds[1]), Sample(seconds[2]))
-    add(scenario, "WorkQueue, recording off", nodes, baseline: true, off)
-    add(scenario, "WorkQueue, recording off (again: A/A)", nodes, offAgain, note: "the noise floor")
-    add(
+    report.add(scenario, "WorkQueue, recording off", nodes, baseline: true, off)
+    report.add(scenario, "WorkQueue, recording off (again: A/A)", nodes, offAgain, note: "the noise floor")
+    report.add(
       scenario, "WorkQueue(trace:), recording on", nodes, on,
       note: String(format: "+%.0f ns/item", (on.median - off.median) / Double(nodes) * 1e9))
     report.notes.append(
       String(
         format: "recording: on / off %.3fx, off / off (A/A) %.3fx (medians of %d interleaved rounds). Off, a "
-          + "queue pays a nil check per hook (three per synchronous item); a queue without the hooks cannot be "
-          + "built without changing the engine, so the off cost is bounded by the A/A noise floor, not measured "
-          + "below it.",
+          + "queue pays a nil check per hook (three per synchronous item); Scripts/bench-trace-hooks.sh "
+          + "measures that against a build with the hooks compiled out.",
         on.median / off.median, offAgain.median / off.median, rounds)
     )
   }
 
-  private mutating func add(
-    _ scenario: String,
-    _ contender: String,
-    _ items: Int,
-    baseline: Bool = false,
-    _ sample: Sample,
-    note: String? = nil
-  ) {
-    report.results.append(
-      BenchmarkResult(
-        scenario: scenario,
-        contender: contender,
-        sample: sample,
-        items: items,
-        isBaseline: baseline,
-        note: note
-      )
-    )
-  }
 }
 
 // MARK: - Graph workloads
 
 private func engineIndependent(_ count: Int) {
-  let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
-  for _ in 0..<count { queue.add {} }
-  queue.waitUntilAllFinished()
+  _ = engineIndependentTimed(count, trace: nil)
 }
 
 /// ``engineIndependent(_:)`` with an optional trace; returns the seconds it took.

@@ -117,6 +117,22 @@ package struct BenchmarkReport: Sendable, Codable {
     self.notes = notes
   }
 
+  /// Appends one contender's result for `scenario` (`items` per run; `baseline` marks the row ratios are to).
+  package mutating func add(
+    _ scenario: String,
+    _ contender: String,
+    _ items: Int,
+    baseline: Bool = false,
+    _ sample: Sample,
+    note: String? = nil
+  ) {
+    results.append(
+      BenchmarkResult(
+        scenario: scenario, contender: contender, sample: sample, items: items, isBaseline: baseline, note: note
+      )
+    )
+  }
+
   /// A plain-text table: per scenario, each contender's median, per-item cost and ratio to the baseline.
   ///
   /// The ratio is `contender median / baseline median`: below 1 means faster than the baseline.

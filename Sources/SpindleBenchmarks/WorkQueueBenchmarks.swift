@@ -43,15 +43,15 @@ private struct WorkQueueBenchmarks {
     // Independent items.
     let independent = size(100_000)
     let scenario = "independent \(independent.formatted())"
-    add(
+    report.add(
       scenario, "Spindle WorkQueue", independent, baseline: true,
       try measure(runs: runs) { spindleIndependent(independent) })
-    add(
+    report.add(
       scenario, "Foundation OperationQueue", independent, try measure(runs: runs) { operationIndependent(independent) })
-    add(
+    report.add(
       scenario, "DispatchQueue.async + group", independent, try measure(runs: runs) { dispatchIndependent(independent) }
     )
-    add(
+    report.add(
       scenario, "withTaskGroup", independent, await measureAsync(runs: runs) { await taskGroupIndependent(independent) }
     )
 
@@ -59,46 +59,47 @@ private struct WorkQueueBenchmarks {
     for full in [1_000, 8_000, 10_000, 100_000] {
       let length = size(full)
       let name = "chain \(length.formatted())"
-      add(name, "Spindle WorkQueue", length, baseline: true, try measure(runs: runs) { spindleChain(length) })
+      report.add(name, "Spindle WorkQueue", length, baseline: true, try measure(runs: runs) { spindleChain(length) })
       if full <= 8_000 {
-        add(name, "Foundation OperationQueue", length, try measure(runs: runs) { operationChain(length) })
+        report.add(name, "Foundation OperationQueue", length, try measure(runs: runs) { operationChain(length) })
       }
-      add(name, "Dispatch (each block dispatches the next)", length, try measure(runs: runs) { dispatchChain(length) })
-      add(name, "Tasks awaiting tasks", length, await measureAsync(runs: runs) { await taskChain(length) })
+      report.add(
+        name, "Dispatch (each block dispatches the next)", length, try measure(runs: runs) { dispatchChain(length) })
+      report.add(name, "Tasks awaiting tasks", length, await measureAsync(runs: runs) { await taskChain(length) })
     }
 
     // Fan-in.
     let fanIn = size(100_000)
     let fanInName = "fan-in \(fanIn.formatted()) → 1"
-    add(fanInName, "Spindle WorkQueue", fanIn, baseline: true, try measure(runs: runs) { spindleFanIn(fanIn) })
-    add(fanInName, "Foundation OperationQueue", fanIn, try measure(runs: runs) { operationFanIn(fanIn) })
-    add(fanInName, "DispatchGroup.notify", fanIn, try measure(runs: runs) { dispatchFanIn(fanIn) })
-    add(
+    report.add(fanInName, "Spindle WorkQueue", fanIn, baseline: true, try measure(runs: runs) { spindleFanIn(fanIn) })
+    report.add(fanInName, "Foundation OperationQueue", fanIn, try measure(runs: runs) { operationFanIn(fanIn) })
+    report.add(fanInName, "DispatchGroup.notify", fanIn, try measure(runs: runs) { dispatchFanIn(fanIn) })
+    report.add(
       fanInName, "withTaskGroup, then one task", fanIn, await measureAsync(runs: runs) { await taskGroupFanIn(fanIn) })
 
     // Random DAG.
     let nodes = size(100_000)
     let graph = RandomGraph(nodes: nodes, edgesPerNode: 4, seed: 2026)
     let dagName = "random DAG \(nodes.formatted()) × ~4 edges"
-    add(dagName, "Spindle WorkQueue", nodes, baseline: true, try measure(runs: runs) { spindleGraph(graph) })
+    report.add(dagName, "Spindle WorkQueue", nodes, baseline: true, try measure(runs: runs) { spindleGraph(graph) })
     let foundationNodes = Swift.min(nodes, size(10_000))
     let smallGraph = RandomGraph(nodes: foundationNodes, edgesPerNode: 4, seed: 2026)
     let smallDagName = "random DAG \(foundationNodes.formatted()) × ~4 edges"
     if foundationNodes != nodes {
-      add(
+      report.add(
         smallDagName, "Spindle WorkQueue", foundationNodes, baseline: true,
         try measure(runs: runs) { spindleGraph(smallGraph) })
     }
-    add(
+    report.add(
       smallDagName, "Foundation OperationQueue", foundationNodes, try measure(runs: runs) { operationGraph(smallGraph) }
     )
-    add(dagName, "Tasks awaiting tasks", nodes, await measureAsync(runs: runs) { await taskGraph(graph) })
+    report.add(dagName, "Tasks awaiting tasks", nodes, await measureAsync(runs: runs) { await taskGraph(graph) })
 
     let memoryName = "memory, \(pending.formatted()) pending items"
     let spindleNote = String(format: "%.0f bytes/item", spindleBytes)
-    add(memoryName, "Spindle WorkQueue", pending, baseline: true, spindleAdd, note: spindleNote)
+    report.add(memoryName, "Spindle WorkQueue", pending, baseline: true, spindleAdd, note: spindleNote)
     let operationNote = String(format: "%.0f bytes/item", operationBytes)
-    add(memoryName, "Foundation OperationQueue", pending, operationAdd, note: operationNote)
+    report.add(memoryName, "Foundation OperationQueue", pending, operationAdd, note: operationNote)
     report.notes.append(
       "memory: resident set growth (/proc/self/statm, after malloc_trim) while adding items to a suspended "
         + "queue, divided by the item count (Spindle: a Work<Int> with its body; Foundation: a BlockOperation); the time column is the time "
@@ -114,25 +115,6 @@ private struct WorkQueueBenchmarks {
     return report
   }
 
-  private mutating func add(
-    _ scenario: String,
-    _ contender: String,
-    _ items: Int,
-    baseline: Bool = false,
-    _ sample: Sample,
-    note: String? = nil
-  ) {
-    report.results.append(
-      BenchmarkResult(
-        scenario: scenario,
-        contender: contender,
-        sample: sample,
-        items: items,
-        isBaseline: baseline,
-        note: note
-      )
-    )
-  }
 }
 
 // MARK: - Independent items
