@@ -23,6 +23,8 @@ let package = Package(
     .target(name: "CJPEG", linkerSettings: [.linkedLibrary("jpeg")]),
     .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
     .target(name: "TiltShift", dependencies: ["Spindle", "CJPEG", "CPNG"], swiftSettings: strict),
+    // A self-pipe signal handler: the CLI's Ctrl-C and Ctrl-\ reach it whichever thread the kernel picks.
+    .target(name: "CSignals"),
     // Benchmark suites: not a product; only `spindle bench` (SpindleCLI's BenchCommand) imports them.
     .target(
       name: "SpindleBenchmarks",
@@ -32,7 +34,7 @@ let package = Package(
     // The command-line tool as a library (commands, parser, terminal), so it is tested in-process.
     .target(
       name: "SpindleCLI",
-      dependencies: ["Spindle", "TiltShift", "SpindleBenchmarks"],
+      dependencies: ["Spindle", "TiltShift", "SpindleBenchmarks", "CSignals"],
       swiftSettings: strict
     ),
     // The thin executable: main.swift only.

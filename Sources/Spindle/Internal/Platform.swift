@@ -268,14 +268,20 @@ package struct ThreadLocalKey: @unchecked Sendable {
 package enum PlatformThread {
   /// Starts a detached thread named `name` (on Apple platforms) that runs `body` and exits.
   ///
-  /// The thread blocks every asynchronous signal, as Dispatch's own worker threads do: a process signal (SIGINT,
-  /// SIGQUIT, …) goes to a thread of the program, never to a Spindle worker. Without that, a signal the program
-  /// watches with a `DispatchSource` (which needs it ignored or blocked) could land on a worker, where "ignored"
-  /// discards it. Stops the program if the system cannot create a thread.
+  /// The thread blocks the asynchronous signals that Dispatch's own worker threads block: a process signal
+  /// (SIGINT, SIGQUIT, …) goes to a thread of the program, never to a Spindle worker, so a program's signal handler
+  /// never interrupts a work item. SIGPROF and SIGPIPE stay open, as on Dispatch's threads: the
+  /// Swift runtime's crash reporter suspends every thread with SIGPROF to print its stack (a worker that blocked it
+  /// would be missing from the report), and profilers sample with it. Stops the program if the system cannot create
+  /// a thread.
   ///
   /// ```swift
   /// PlatformThread.start(name: "worker-0") { runLoop() }
   /// ```
+  /// The signals a started thread leaves unblocked: the synchronous ones a fault raises, SIGPIPE (raised on the
+  /// writing thread), and SIGPROF (the crash reporter's and profilers' way to stop a thread).
+  package static let openOnWorkers: [Int32] = [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS, SIGPIPE, SIGPROF]
+
   package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
     let argument = Unmanaged.passRetained(ThreadStart(name: name, body: body)).toOpaque()
     var attributes = pthread_attr_t()
@@ -288,11 +294,11 @@ package enum PlatformThread {
       var thread: pthread_t? = nil
     #endif
     // The new thread inherits the mask in force at pthread_create: block everything but the synchronous signals
-    // (a fault must still stop the program), create, and restore this thread's own mask.
+    // (a fault must still stop the program) and those in `openOnWorkers`, create, and restore this thread's mask.
     var blocked = sigset_t()
     var previous = sigset_t()
     sigfillset(&blocked)
-    for synchronous in [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS] { sigdelset(&blocked, synchronous) }
+    for open in openOnWorkers { sigdelset(&blocked, open) }
     pthread_sigmask(SIG_SETMASK, &blocked, &previous)
     let result = pthread_create(&thread, &attributes, threadMain, argument)
     pthread_sigmask(SIG_SETMASK, &previous, nil)

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 
@@ -6,48 +5,46 @@ import Synchronization
 ///
 /// The first signal calls `onInterrupt` (stop starting work, cancel what runs). The second calls
 /// `onSecondInterrupt` synchronously — it must remove temporary files — and then exits with 128 + the signal's
-/// number (130 for SIGINT, 143 for SIGTERM), as a shell reports a process that a signal ended.
-// `sources` is an immutable array of dispatch sources, whose methods are thread-safe; `count` and `first` are atomic.
-final class InterruptMonitor: @unchecked Sendable {
-  private let sources: [any DispatchSourceSignal]
-  private let count = Atomic<Int>(0)
-  private let first = Atomic<Int32>(0)
+/// number (130 for SIGINT, 143 for SIGTERM), as a shell reports a process that a signal ended. The signals arrive
+/// through ``SignalWatcher``, so none is lost whichever thread the kernel hands it to.
+final class InterruptMonitor: Sendable {
+  private let watch: SignalWatch
+  private let state: State
 
   init(
     onInterrupt: @escaping @Sendable (Int32) -> Void,
     onSecondInterrupt: @escaping @Sendable () -> Void
   ) {
-    let queue = DispatchQueue(label: "spindle.signals")
-    var sources: [any DispatchSourceSignal] = []
-    for signalNumber in [SIGINT, SIGTERM] {
-      signal(signalNumber, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-      sources.append(source)
-    }
-    self.sources = sources
-    for (source, signalNumber) in zip(sources, [SIGINT, SIGTERM]) {
-      source.setEventHandler { [self] in
-        let seen = self.count.wrappingAdd(1, ordering: .relaxed).newValue
-        if seen == 1 {
-          self.first.store(signalNumber, ordering: .relaxed)
-          onInterrupt(signalNumber)
-        } else {
-          onSecondInterrupt()
-          _exit(128 + signalNumber)
-        }
+    // The counters live in a box the handler shares (the handler is made before `self` is whole).
+    let state = State()
+    watch = SignalWatcher.shared.watch([SIGINT, SIGTERM]) { signalNumber in
+      let seen = state.count.wrappingAdd(1, ordering: .relaxed).newValue
+      if seen == 1 {
+        state.first.store(signalNumber, ordering: .relaxed)
+        onInterrupt(signalNumber)
+      } else {
+        onSecondInterrupt()
+        _exit(128 + signalNumber)
       }
-      source.resume()
     }
+    self.state = state
+  }
+
+  private final class State: Sendable {
+    let count = Atomic<Int>(0)
+    let first = Atomic<Int32>(0)
   }
 
   /// Whether a signal has arrived.
-  var interrupted: Bool { count.load(ordering: .relaxed) > 0 }
+  var interrupted: Bool { state.count.load(ordering: .relaxed) > 0 }
 
   /// The exit status for an interrupted run: 128 + the first signal's number (130 SIGINT, 143 SIGTERM), or 130 if
   /// the run was cancelled without a signal.
   var exitStatus: Int32 {
-    let signalNumber = first.load(ordering: .relaxed)
+    let signalNumber = state.first.load(ordering: .relaxed)
     return signalNumber > 0 ? 128 + signalNumber : 128 + SIGINT
   }
 
+  /// Stops watching: SIGINT and SIGTERM get their default dispositions back.
+  func stop() { watch.cancel() }
 }

@@ -1,30 +1,20 @@
-import Dispatch
 import Foundation
-import Synchronization
 
-/// While a batch runs, turns SIGQUIT (Ctrl-\) into a report of its queues on standard error, and the batch goes on.
+/// While it is on, turns SIGQUIT (Ctrl-\) into a report on standard error, and the program goes on.
 ///
-/// A shell's Ctrl-\ would otherwise end the process with a core dump. The report is whatever `report` returns —
-/// for a batch, `String(reflecting: batch)`: each queue's stuck-queue report (what runs, what is ready, what each
-/// pending item waits for). ``stop()`` gives SIGQUIT its default disposition back.
-// `source` is a dispatch source, whose methods are thread-safe; `stopped` is atomic.
-final class StuckReportMonitor: @unchecked Sendable {
-  private let source: any DispatchSourceSignal
-  private let stopped = Atomic<Bool>(false)
+/// A shell's Ctrl-\ would otherwise end the process (the Swift runtime prints a crash report first). The report is
+/// whatever `report` returns — for a batch, `String(reflecting: batch)`: each queue's stuck-queue report (what runs,
+/// what is ready, what each pending item waits for). The signal arrives through ``SignalWatcher``, so none is lost
+/// whichever thread the kernel hands it to. ``stop()`` gives SIGQUIT its default disposition back.
+final class StuckReportMonitor: Sendable {
+  private let watch: SignalWatch
 
   init(report: @escaping @Sendable () -> String) {
-    signal(SIGQUIT, SIG_IGN)
-    source = DispatchSource.makeSignalSource(signal: SIGQUIT, queue: DispatchQueue(label: "spindle.sigquit"))
-    source.setEventHandler { Terminal.error(report()) }
-    source.resume()
+    watch = SignalWatcher.shared.watch([SIGQUIT]) { _ in Terminal.error(report()) }
   }
 
   /// Stops reporting and restores SIGQUIT's default disposition; calling it twice is harmless.
-  func stop() {
-    guard !stopped.exchange(true, ordering: .relaxed) else { return }
-    source.cancel()
-    signal(SIGQUIT, SIG_DFL)
-  }
+  func stop() { watch.cancel() }
 
   deinit { stop() }
 }

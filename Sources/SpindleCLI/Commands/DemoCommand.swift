@@ -85,6 +85,12 @@ struct DemoCommand: ParsableCommand {
         return 1
       }
     }
+    // Ctrl-\ (SIGQUIT) from here to the end prints what runs now and the demo goes on: the sample queue's report
+    // while photos are drawn, the running batch's report during a batch, a note between and after them. One monitor
+    // for the whole run, so no signal lands in a gap (where the default disposition would end the process).
+    let phase = Mutex<DemoPhase>(.starting)
+    let stuckReports = StuckReportMonitor { phase.withLock { $0.report } }
+    defer { stuckReports.stop() }
     let cores = WorkQueue.activeProcessorCount
     Terminal.out(
       Terminal.styled("Spindle demo", .bold)
@@ -94,6 +100,7 @@ struct DemoCommand: ParsableCommand {
     let clock = ContinuousClock()
     var start = clock.now
     let makeQueue = WorkQueue(name: "demo.samples", maxConcurrent: jobs)
+    phase.withLock { $0 = .drawing(makeQueue) }
     let names = (1...count).map { String(format: "sample-%02d.jpg", $0) }
     let made = names.enumerated().map { index, name in
       makeQueue.add(name: "draw \(name)") { () throws -> Int in
@@ -109,15 +116,8 @@ struct DemoCommand: ParsableCommand {
       "  made \(count) photos (\(Format.bytes(inputBytes)) of JPEG) in \(Format.seconds((clock.now - start).secondsValue)) → \(folders[0])/"
     )
 
-    // 2. The same batch twice. Ctrl-\ (SIGQUIT) from here to the end of both batches prints the running batch's
-    // stuck-queue report and the demo goes on: one monitor for both, so no signal lands in a gap between them
-    // (where the default disposition would end the process).
-    let running = Mutex<TiltShiftBatch?>(nil)
-    let stuckReports = StuckReportMonitor {
-      guard let batch = running.withLock({ $0 }) else { return "spindle: SIGQUIT, between two batches; going on\n" }
-      return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
-    }
-    defer { stuckReports.stop() }
+    // 2. The same batch twice.
+    phase.withLock { $0 = .betweenBatches }
     func batch(
       into folder: String,
       configuration: BatchConfiguration
@@ -135,9 +135,9 @@ struct DemoCommand: ParsableCommand {
       configuration.trace = trace
       let run = TiltShiftBatch(items: items, configuration: configuration)
       start = clock.now
-      running.withLock { $0 = run }
+      phase.withLock { $0 = .batch(run) }
       let summary = await run.run()
-      running.withLock { $0 = nil }
+      phase.withLock { $0 = .betweenBatches }
       return (summary, (clock.now - start).secondsValue, trace)
     }
     let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())
@@ -154,6 +154,7 @@ struct DemoCommand: ParsableCommand {
     }
     guard failures.isEmpty else { return 1 }
 
+    phase.withLock { $0 = .finishing }
     // 3. The two runs must agree to the byte: concurrency changes the speed, never the result.
     var identical = true
     for (a, b) in zip(serial.reports, concurrent.reports) {
@@ -179,6 +180,25 @@ struct DemoCommand: ParsableCommand {
       guard traceOutputs.write(concurrentTrace, title: title) else { return 1 }
     }
     return identical ? 0 : 1
+  }
+
+  /// What the demo does now, for a Ctrl-\ report.
+  enum DemoPhase {
+    case starting
+    case drawing(WorkQueue)
+    case batch(TiltShiftBatch)
+    case betweenBatches
+    case finishing
+
+    var report: String {
+      switch self {
+      case .starting: "spindle: SIGQUIT, starting; going on\n"
+      case .drawing(let queue): "spindle: SIGQUIT, drawing the sample photos; going on\n" + queue.debugDescription + "\n"
+      case .batch(let batch): "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
+      case .betweenBatches: "spindle: SIGQUIT, between two batches; going on\n"
+      case .finishing: "spindle: SIGQUIT, both batches done; comparing outputs and drawing timelines\n"
+      }
+    }
   }
 
   static func report(_ title: String, _ detail: String, _ summary: BatchSummary, _ seconds: Double) {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Spindle
+import Synchronization
 import TiltShift
 
 /// `spindle tiltshift INPUT... -o DIR`: the real batch tool.
@@ -148,6 +149,19 @@ struct TiltShiftCommand: ParsableCommand {
 
   func run() async throws -> Int32 {
     let parameters = try self.parameters
+    // Ctrl-\ (SIGQUIT) from here until the command returns: the stuck-queue report of the batch (or a note while
+    // the inputs are planned, or after the batch), and the command goes on. Like the interrupt monitor, it stays on
+    // until the command returns, so a Ctrl-\ that lands while the summary is printed reports the finished batch
+    // instead of ending the process with a crash report.
+    let running = Mutex<(batch: TiltShiftBatch, bar: ProgressBar)?>(nil)
+    let stuckReports = StuckReportMonitor {
+      guard let (batch, bar) = running.withLock({ $0 }) else {
+        return "spindle: SIGQUIT, planning the inputs; going on\n"
+      }
+      bar.clear()
+      return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
+    }
+    defer { stuckReports.stop() }
     // Plan every input, then take this shard's slice, so all shards agree on collisions. Nothing is written
     // before the plan is whole.
     let (inputs, missing) = BatchPlan.collectInputs(inputs, recursive: recursive)
@@ -232,13 +246,7 @@ struct TiltShiftCommand: ParsableCommand {
     let drawing =
       progressBar.enabled
       ? Task { for await work in batch.workProgressUpdates { progressBar.draw(work) } } : nil
-    // Ctrl-\ (SIGQUIT) during the batch: the stuck-queue report, and the batch goes on. Like the interrupt monitor,
-    // it stays on until the command returns, so a Ctrl-\ that lands while the summary is printed reports the
-    // finished batch instead of ending the process with a core dump.
-    let stuckReports = StuckReportMonitor {
-      progressBar.clear()
-      return "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
-    }
+    running.withLock { $0 = (batch, progressBar) }
     let summary = await batch.run { report, progress in
       progressBar.clear()
       if Self.prints(report, quiet: quiet || json) {
@@ -249,7 +257,6 @@ struct TiltShiftCommand: ParsableCommand {
       }
       progressBar.draw(progress)
     }
-    defer { stuckReports.stop() }
     drawing?.cancel()
     progressBar.stop()
     // The monitor stays on until the process exits: a Ctrl-C that lands after the batch, while the summary is

@@ -51,6 +51,25 @@ enum CLI {
     return await wait(process, out, err, timeout: timeout)
   }
 
+  /// Reads `pipe` up to its first newline, blocking (call it through `offPool`), at most `seconds`; nil if the
+  /// pipe ends or the time passes first. It reads a byte at a time, so what follows the line stays in the pipe
+  /// for ``wait(_:_:_:timeout:)``.
+  static func readLine(from pipe: Pipe, within seconds: Double) -> String? {
+    let descriptor = pipe.fileHandleForReading.fileDescriptor
+    let deadline = Date().addingTimeInterval(seconds)
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while Date() < deadline {
+      var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+      guard poll(&poller, 1, 100) >= 0 else { return nil }
+      guard poller.revents != 0 else { continue }
+      guard read(descriptor, &byte, 1) == 1 else { return nil }
+      if byte == UInt8(ascii: "\n") { return String(decoding: line, as: UTF8.self) }
+      line.append(byte)
+    }
+    return nil
+  }
+
   /// Waits for a started process (see ``start(_:environment:)``) without blocking a cooperative thread.
   static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) async -> CLIResult {
     await withCheckedContinuation { continuation in

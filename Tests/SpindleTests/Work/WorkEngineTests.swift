@@ -14,40 +14,55 @@ import Testing
 @Suite("WorkQueue engine")
 struct WorkEngineTests {
   // A CI run lost Ctrl-\ during `spindle demo`: the program ignored SIGQUIT to watch it with a DispatchSource,
-  // and the kernel gave the signal to a worker thread made earlier, where "ignored" discarded it.
-  @Test("worker and executor threads block process signals (they reach the program's own threads), not faults")
+  // and the kernel gave the signal to a worker thread made earlier, where "ignored" discarded it. Blocking too much
+  // broke something else: the Swift crash reporter could not suspend workers (SIGPROF) to print their stacks.
+  @Test("worker and executor threads block process signals, not faults, SIGPIPE or the crash reporter's SIGPROF")
   func workerThreadsBlockSignals() async throws {
-    @Sendable func blockedHere() -> (quit: Bool, interrupt: Bool, terminate: Bool, fault: Bool) {
-      var mask = sigset_t()
-      pthread_sigmask(SIG_BLOCK, nil, &mask)
-      return (
-        sigismember(&mask, SIGQUIT) == 1, sigismember(&mask, SIGINT) == 1, sigismember(&mask, SIGTERM) == 1,
-        sigismember(&mask, SIGSEGV) == 1
-      )
-    }
-    // A thread started from one that takes every signal (as a program's main thread does) still blocks them.
-    let fromUnblocked = Mutex<(quit: Bool, interrupt: Bool, terminate: Bool, fault: Bool)?>(nil)
-    let started = DispatchSemaphore(value: 0)
-    PlatformThread.start(name: "unblocked") {
-      var none = sigset_t()
-      sigemptyset(&none)
-      pthread_sigmask(SIG_SETMASK, &none, nil)
-      PlatformThread.start(name: "child") {
-        fromUnblocked.withLock { $0 = blockedHere() }
-        started.signal()
+    /// Whether this thread blocks (quit, interrupt, terminate) and whether it leaves open (fault, profiling, pipe).
+    struct Mask: Sendable, CustomStringConvertible {
+      var quit, interrupt, terminate, fault, profiling, pipe: Bool
+      var processSignalsBlocked: Bool { quit && interrupt && terminate }
+      /// A fault must still stop the program; the crash reporter suspends threads with SIGPROF to print their
+      /// stacks (a worker blocking it is missing from the report); SIGPIPE belongs to the writing thread.
+      var crashAndProfilingSignalsOpen: Bool { !fault && !profiling && !pipe }
+      var description: String {
+        "quit \(quit) interrupt \(interrupt) terminate \(terminate) fault \(fault) prof \(profiling) pipe \(pipe)"
       }
     }
-    #expect(await offPool { started.wait(timeout: .now() + 30) } == .success)
-    let child = try #require(fromUnblocked.withLock { $0 })
-    #expect(child.quit && child.interrupt && child.terminate && !child.fault, "\(child)")
+    @Sendable func here() -> Mask {
+      var mask = sigset_t()
+      pthread_sigmask(SIG_BLOCK, nil, &mask)
+      func blocked(_ signal: Int32) -> Bool { sigismember(&mask, signal) == 1 }
+      return Mask(
+        quit: blocked(SIGQUIT), interrupt: blocked(SIGINT), terminate: blocked(SIGTERM),
+        fault: blocked(SIGSEGV), profiling: blocked(SIGPROF), pipe: blocked(SIGPIPE))
+    }
+    // A thread started from one that blocks every signal still leaves the crash reporter's open; one started from
+    // a thread that takes every signal (as a program's main thread does) still blocks the process signals.
+    for parentBlocksAll in [false, true] {
+      let fromParent = Mutex<Mask?>(nil)
+      let started = DispatchSemaphore(value: 0)
+      PlatformThread.start(name: "parent") {
+        var parentMask = sigset_t()
+        if parentBlocksAll { sigfillset(&parentMask) } else { sigemptyset(&parentMask) }
+        pthread_sigmask(SIG_SETMASK, &parentMask, nil)
+        PlatformThread.start(name: "child") {
+          fromParent.withLock { $0 = here() }
+          started.signal()
+        }
+      }
+      #expect(await offPool { started.wait(timeout: .now() + 30) } == .success)
+      let child = try #require(fromParent.withLock { $0 })
+      #expect(child.processSignalsBlocked && child.crashAndProfilingSignalsOpen, "parent blocks all \(parentBlocksAll): \(child)")
+    }
     let queue = WorkQueue(name: "signals", maxConcurrent: 2)
-    let onWorker = try await queue.add { blockedHere() }.value
-    #expect(onWorker.quit && onWorker.interrupt && onWorker.terminate, "a worker thread takes process signals")
-    #expect(!onWorker.fault, "a fault on a worker must still stop the program")
+    let onWorker = try await queue.add { here() }.value
+    #expect(onWorker.processSignalsBlocked, "a worker thread takes process signals: \(onWorker)")
+    #expect(onWorker.crashAndProfilingSignalsOpen, "a worker hides from faults or the crash reporter: \(onWorker)")
     let executor = BlockingExecutor(name: "signals", threadCount: 1)
     defer { executor.shutdown() }
-    let onExecutor = await Task(executorPreference: executor) { blockedHere() }.value
-    #expect(onExecutor.quit && onExecutor.interrupt && !onExecutor.fault)
+    let onExecutor = await Task(executorPreference: executor) { here() }.value
+    #expect(onExecutor.processSignalsBlocked && onExecutor.crashAndProfilingSignalsOpen, "\(onExecutor)")
   }
 
   // MARK: - No hidden ready work
