@@ -280,7 +280,9 @@ package enum PlatformThread {
   /// ```
   /// The signals a started thread leaves unblocked: the synchronous ones a fault raises, SIGPIPE (raised on the
   /// writing thread), and SIGPROF (the crash reporter's and profilers' way to stop a thread).
-  package static let openOnWorkers: [Int32] = [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS, SIGPIPE, SIGPROF]
+  package static let openOnWorkers: [Int32] = [
+    SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS, SIGPIPE, SIGPROF,
+  ]
 
   package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
     let argument = Unmanaged.passRetained(ThreadStart(name: name, body: body)).toOpaque()

@@ -193,7 +193,8 @@ struct DemoCommand: ParsableCommand {
     var report: String {
       switch self {
       case .starting: "spindle: SIGQUIT, starting; going on\n"
-      case .drawing(let queue): "spindle: SIGQUIT, drawing the sample photos; going on\n" + queue.debugDescription + "\n"
+      case .drawing(let queue):
+        "spindle: SIGQUIT, drawing the sample photos; going on\n" + queue.debugDescription + "\n"
       case .batch(let batch): "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
       case .betweenBatches: "spindle: SIGQUIT, between two batches; going on\n"
       case .finishing: "spindle: SIGQUIT, both batches done; comparing outputs and drawing timelines\n"

@@ -53,7 +53,9 @@ struct WorkEngineTests {
       }
       #expect(await offPool { started.wait(timeout: .now() + 30) } == .success)
       let child = try #require(fromParent.withLock { $0 })
-      #expect(child.processSignalsBlocked && child.crashAndProfilingSignalsOpen, "parent blocks all \(parentBlocksAll): \(child)")
+      #expect(
+        child.processSignalsBlocked && child.crashAndProfilingSignalsOpen,
+        "parent blocks all \(parentBlocksAll): \(child)")
     }
     let queue = WorkQueue(name: "signals", maxConcurrent: 2)
     let onWorker = try await queue.add { here() }.value
