@@ -165,10 +165,7 @@ import TiltShift
     let inputs = try Self.inputs()
     let out = try CLI.temporaryFolder().appendingPathComponent("out")
     let (process, stdout, stderr) = try CLI.start(["tiltshift", inputs.path, "-o", out.path, "--jobs", "1"])
-    let deadline = Date().addingTimeInterval(60)
-    while Date() < deadline, process.isRunning, Self.inspect(out).outputs.isEmpty {
-      try await Task.sleep(for: .milliseconds(2))
-    }
+    await CLI.waitWhileRunning(process) { !Self.inspect(out).outputs.isEmpty }
     // Files appear and vanish (temporaries renamed) while the folder is removed: retry until it is gone.
     for _ in 0..<100 where FileManager.default.fileExists(atPath: out.path) {
       try? FileManager.default.removeItem(at: out)

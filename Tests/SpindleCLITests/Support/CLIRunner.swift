@@ -51,6 +51,27 @@ enum CLI {
     return await wait(process, out, err, timeout: timeout)
   }
 
+  /// Polls `condition` every 2 ms on a thread of its own until it holds or `process` ends (at most `seconds`);
+  /// returns whether it held while the process still ran.
+  ///
+  /// Never poll from a task for a moment in a child's run: when every suite runs in parallel, the cooperative pool
+  /// can be starved for seconds and the child finishes unseen (a CI run sent its signal to a demo that had ended).
+  @discardableResult
+  static func waitWhileRunning(
+    _ process: Process,
+    within seconds: Double = 60,
+    until condition: @escaping @Sendable () -> Bool
+  ) async -> Bool {
+    await offPool {
+      let deadline = Date().addingTimeInterval(seconds)
+      while Date() < deadline, process.isRunning {
+        if condition() { return process.isRunning }
+        usleep(2_000)
+      }
+      return false
+    }
+  }
+
   /// Reads `pipe` up to its first newline, blocking (call it through `offPool`), at most `seconds`; nil if the
   /// pipe ends or the time passes first. It reads a byte at a time, so what follows the line stays in the pipe
   /// for ``wait(_:_:_:timeout:)``.
