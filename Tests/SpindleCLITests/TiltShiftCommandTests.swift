@@ -19,8 +19,14 @@ import TiltShift
   }
 
   /// Writes `photos` 640×480 PNGs into `root/in`, starts `spindle tiltshift` on them (one job, into `root/out`) and
-  /// returns once the first output exists, so that a signal sent next lands mid-batch.
-  static func startMidBatch(photos: Int, seed: UInt64, in root: URL) async throws -> (Process, Pipe, Pipe) {
+  /// runs `action` (on a polling thread, see ``CLI/waitWhileRunning(_:within:until:then:)``) as soon as the first
+  /// output exists, so that the signals it sends land mid-batch.
+  static func startMidBatch(
+    photos: Int,
+    seed: UInt64,
+    in root: URL,
+    then action: @escaping @Sendable (Process) -> Void
+  ) async throws -> (Process, Pipe, Pipe) {
     let inputs = root.appendingPathComponent("in")
     let outputs = root.appendingPathComponent("out")
     try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
@@ -29,7 +35,9 @@ import TiltShift
       try Data(photo).write(to: inputs.appendingPathComponent(String(format: "p%02d.png", index)))
     }
     let (process, out, err) = try CLI.start(["tiltshift", inputs.path, "-o", outputs.path, "--jobs", "1"])
-    await CLI.waitWhileRunning(process) { (try? files(in: outputs).contains { !$0.hasPrefix(".") }) == true }
+    let acted = await CLI.waitWhileRunning(
+      process, until: { (try? files(in: outputs).contains { !$0.hasPrefix(".") }) == true }, then: action)
+    #expect(acted, "the batch ended before its first output was seen")
     return (process, out, err)
   }
 
@@ -148,10 +156,11 @@ import TiltShift
       let root = try CLI.temporaryFolder()
       defer { try? FileManager.default.removeItem(at: root) }
       let outputs = root.appendingPathComponent("out")
-      let (process, out, err) = try await Self.startMidBatch(photos: 40, seed: 9, in: root)
-      for _ in 0..<interrupts {
-        kill(process.processIdentifier, SIGINT)
-        try await Task.sleep(for: .milliseconds(20))
+      let (process, out, err) = try await Self.startMidBatch(photos: 40, seed: 9, in: root) { process in
+        for _ in 0..<interrupts {
+          CLI.signal(process, SIGINT)
+          usleep(20_000)
+        }
       }
       let result = await CLI.wait(process, out, err, timeout: 60)
       #expect(result.status == 130, "interrupted ×\(interrupts): \(result.stderr)")
@@ -169,11 +178,11 @@ import TiltShift
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
     let outputs = root.appendingPathComponent("out")
-    let (process, out, err) = try await Self.startMidBatch(photos: 24, seed: 4, in: root)
     // Twice, a little apart: one report may land in the instant between two files when nothing runs.
-    for _ in 0..<2 where process.isRunning {
-      kill(process.processIdentifier, SIGQUIT)
-      try await Task.sleep(for: .milliseconds(60))
+    let (process, out, err) = try await Self.startMidBatch(photos: 24, seed: 4, in: root) { process in
+      CLI.signal(process, SIGQUIT)
+      usleep(60_000)
+      CLI.signal(process, SIGQUIT)
     }
     let result = await CLI.wait(process, out, err, timeout: 60)
     #expect(result.status == 0, "SIGQUIT neither kills nor stops the batch: \(result.status) \(result.stderr)")
@@ -201,8 +210,10 @@ import TiltShift
       try Data(photo).write(to: inputs.appendingPathComponent(String(format: "q%02d.png", index)))
     }
     let (process, out, err) = try CLI.start(["tiltshift", "-q", inputs.path, "-o", outputs.path, "--jobs", "1"])
-    await CLI.waitWhileRunning(process) { (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) == true }
-    kill(process.processIdentifier, SIGINT)
+    let interrupted = await CLI.waitWhileRunning(
+      process, until: { (try? Self.files(in: outputs).contains { !$0.hasPrefix(".") }) == true },
+      then: { CLI.signal($0, SIGINT) })
+    #expect(interrupted, "the batch ended before its first output was seen")
     let result = await CLI.wait(process, out, err, timeout: 60)
     #expect(result.status == 130, "\(result.stderr)")
     let lines = result.stderr.split(separator: "\n")
@@ -240,22 +251,21 @@ import TiltShift
     defer { try? FileManager.default.removeItem(at: root) }
     let serial = root.appendingPathComponent("serial")
     let (process, out, err) = try CLI.start(["demo", "-o", root.path, "--count", "10", "--size", "1200x800"])
-    let firstLine = await offPool { CLI.readLine(from: out, within: 60) }
+    // Everything on one thread of its own: a task could resume too late, after the demo ended.
+    let (firstLine, sent) = await offPool { () -> (String?, Int) in
+      let line = CLI.readLine(from: out, within: 60)
+      var sent = 0
+      // While the samples are drawn, then once the serial batch has written a file (mid-batch): each signal the
+      // demo gets while it runs must come out as a report, never as a crash report or the end of the process.
+      if line != nil, CLI.signal(process, SIGQUIT) { sent += 1 }
+      let midBatch = eventually(within: 60) {
+        !process.isRunning
+          || (try? FileManager.default.contentsOfDirectory(atPath: serial.path).contains { !$0.hasPrefix(".") }) == true
+      }
+      if midBatch, CLI.signal(process, SIGQUIT) { sent += 1 }
+      return (line, sent)
+    }
     #expect(firstLine?.hasPrefix("Spindle demo") == true, "\(firstLine ?? "no line")")
-    // While the samples are drawn, then once the serial batch has written a file (mid-batch): each signal the demo
-    // gets while it runs must come out as a report, never as a crash report or the end of the process.
-    var sent = 0
-    if process.isRunning {
-      kill(process.processIdentifier, SIGQUIT)
-      sent += 1
-    }
-    let midBatch = await CLI.waitWhileRunning(process) {
-      (try? FileManager.default.contentsOfDirectory(atPath: serial.path).contains { !$0.hasPrefix(".") }) == true
-    }
-    if midBatch {
-      kill(process.processIdentifier, SIGQUIT)
-      sent += 1
-    }
     let result = await CLI.wait(process, out, err, timeout: 120)
     #expect(sent >= 1, "the demo ended before its first line was read")
     #expect(result.status == 0, "\(result.status): \(result.stderr)")

@@ -165,11 +165,15 @@ import TiltShift
     let inputs = try Self.inputs()
     let out = try CLI.temporaryFolder().appendingPathComponent("out")
     let (process, stdout, stderr) = try CLI.start(["tiltshift", inputs.path, "-o", out.path, "--jobs", "1"])
-    await CLI.waitWhileRunning(process) { !Self.inspect(out).outputs.isEmpty }
     // Files appear and vanish (temporaries renamed) while the folder is removed: retry until it is gone.
-    for _ in 0..<100 where FileManager.default.fileExists(atPath: out.path) {
-      try? FileManager.default.removeItem(at: out)
-    }
+    let removedMidBatch = await CLI.waitWhileRunning(
+      process, until: { !Self.inspect(out).outputs.isEmpty },
+      then: { _ in
+        for _ in 0..<100 where FileManager.default.fileExists(atPath: out.path) {
+          try? FileManager.default.removeItem(at: out)
+        }
+      })
+    #expect(removedMidBatch, "the batch ended before its first output was seen")
     #expect(!FileManager.default.fileExists(atPath: out.path))
     let result = await CLI.wait(process, stdout, stderr, timeout: 60)
     #expect(process.terminationReason == .exit && result.status == 1, "exit \(result.status): \(result.stderr)")

@@ -52,24 +52,39 @@ enum CLI {
   }
 
   /// Polls `condition` every 2 ms on a thread of its own until it holds or `process` ends (at most `seconds`);
-  /// returns whether it held while the process still ran.
+  /// if it held while the process still ran, runs `action` on that thread at once (send a signal, remove a
+  /// folder) and returns true.
   ///
-  /// Never poll from a task for a moment in a child's run: when every suite runs in parallel, the cooperative pool
-  /// can be starved for seconds and the child finishes unseen (a CI run sent its signal to a demo that had ended).
+  /// Never poll for a moment in a child's run from a task, nor act on it after an `await`: when every suite runs
+  /// in parallel, the cooperative pool can be starved for seconds, and the child finishes unseen (two CI runs sent
+  /// no signal to a demo that had ended meanwhile).
   @discardableResult
   static func waitWhileRunning(
     _ process: Process,
     within seconds: Double = 60,
-    until condition: @escaping @Sendable () -> Bool
+    until condition: @escaping @Sendable () -> Bool,
+    then action: @escaping @Sendable (Process) -> Void = { _ in }
   ) async -> Bool {
     await offPool {
       let deadline = Date().addingTimeInterval(seconds)
       while Date() < deadline, process.isRunning {
-        if condition() { return process.isRunning }
+        if condition() {
+          guard process.isRunning else { return false }
+          action(process)
+          return true
+        }
         usleep(2_000)
       }
       return false
     }
+  }
+
+  /// Sends `signal` to `process` if it still runs; returns whether it was sent. For actions on a polling thread.
+  @discardableResult
+  static func signal(_ process: Process, _ signal: Int32) -> Bool {
+    guard process.isRunning else { return false }
+    kill(process.processIdentifier, signal)
+    return true
   }
 
   /// Reads `pipe` up to its first newline, blocking (call it through `offPool`), at most `seconds`; nil if the
