@@ -273,7 +273,9 @@ import TiltShift
     #expect(reports == sent, "one report per signal (\(sent) sent): \(result.stderr)")
     #expect(!result.stderr.contains("Crash") && !result.stderr.contains("swift-runtime"), "\(result.stderr)")
     // Whichever phase each signal met (drawing the samples, a batch, between batches), it got that phase's report.
-    let phases = ["drawing the sample photos; going on", "the batch goes on", "between two batches; going on"]
+    let phases = [
+      "starting; going on", "drawing the sample photos; going on", "the batch goes on", "between two batches; going on",
+    ]
     let reported = result.stderr.components(separatedBy: "spindle: SIGQUIT, ").dropFirst()
     #expect(reported.allSatisfy { report in phases.contains { report.hasPrefix($0) } }, "\(result.stderr)")
     #expect(result.stdout.contains("byte-identical"), "\(result.stdout)")
