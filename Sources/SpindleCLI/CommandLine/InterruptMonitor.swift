@@ -6,7 +6,8 @@ import Synchronization
 /// The first signal calls `onInterrupt` (stop starting work, cancel what runs). The second calls
 /// `onSecondInterrupt` synchronously — it must remove temporary files — and then exits with 128 + the signal's
 /// number (130 for SIGINT, 143 for SIGTERM), as a shell reports a process that a signal ended. The signals arrive
-/// through ``SignalWatcher``, so none is lost whichever thread the kernel hands it to.
+/// through ``SignalWatcher``, so none is lost whichever thread the kernel hands it to. The monitor stays on until
+/// the process exits (a signal after the batch must still end the run with 130, not by the signal).
 final class InterruptMonitor: Sendable {
   private let watch: SignalWatch
   private let state: State
@@ -44,7 +45,4 @@ final class InterruptMonitor: Sendable {
     let signalNumber = state.first.load(ordering: .relaxed)
     return signalNumber > 0 ? 128 + signalNumber : 128 + SIGINT
   }
-
-  /// Stops watching: SIGINT and SIGTERM get their default dispositions back.
-  func stop() { watch.cancel() }
 }

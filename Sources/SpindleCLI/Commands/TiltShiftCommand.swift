@@ -149,10 +149,9 @@ struct TiltShiftCommand: ParsableCommand {
 
   func run() async throws -> Int32 {
     let parameters = try self.parameters
-    // Ctrl-\ (SIGQUIT) from here until the command returns: the stuck-queue report of the batch (or a note while
-    // the inputs are planned, or after the batch), and the command goes on. Like the interrupt monitor, it stays on
-    // until the command returns, so a Ctrl-\ that lands while the summary is printed reports the finished batch
-    // instead of ending the process with a crash report.
+    // Ctrl-\ (SIGQUIT) from here until the command returns: a note while the inputs are planned, then the batch's
+    // stuck-queue report, and the command goes on. It stays on after the batch, so a Ctrl-\ that lands while the
+    // summary is printed reports the finished batch instead of ending the process with a crash report.
     let running = Mutex<(batch: TiltShiftBatch, bar: ProgressBar)?>(nil)
     let stuckReports = StuckReportMonitor {
       guard let (batch, bar) = running.withLock({ $0 }) else {
