@@ -80,7 +80,7 @@ public class AnyWork: @unchecked Sendable {
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
   @exclusivity(unchecked) var startedAt: UInt64 = 0
   // lock: what the work waits for, until it is ready
-  @exclusivity(unchecked) var dependencyList: [AnyWork]
+  @exclusivity(unchecked) var dependencyList: DependencyList
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
   @exclusivity(unchecked) var extras: WorkExtras?
 
@@ -95,7 +95,7 @@ public class AnyWork: @unchecked Sendable {
     priority: WorkPriority,
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
-    dependencies: [AnyWork],
+    dependencies: DependencyList,
     extras: WorkExtras?,
     body: ErasedBody
   ) {
@@ -488,7 +488,7 @@ public class AnyWork: @unchecked Sendable {
   /// print(deps.map { $0.name ?? "unnamed" })
   /// ```
   public var dependencies: [AnyWork] {
-    lock.withLock { dependencyList }
+    lock.withLock { dependencyList }.array
   }
 
   // MARK: - Engine
@@ -508,7 +508,7 @@ public class AnyWork: @unchecked Sendable {
     )
     engine = nil
     body = nil
-    dependencyList = []
+    dependencyList = .none
     extras?.retryBody = nil
     dependents = SmallList()
     completionHandlers = SmallList()
@@ -539,7 +539,7 @@ public class AnyWork: @unchecked Sendable {
   /// work is now ready, `nil` otherwise (more to wait for, or completed — cancelled — in the meantime).
   final func dependencyResolved() -> WorkEngine? {
     guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return nil }
-    var done: [AnyWork] = []
+    var done = DependencyList.none
     let owner: WorkEngine? = lock.withLock {
       guard case .pending = phase else { return nil }
       phase = .ready
@@ -648,6 +648,33 @@ enum Execution {
   case retry(Duration)
   /// The work waits for its exclusivity key; it is pending, the slot is free.
   case parked
+}
+
+/// What a pending work item waits for. One dependency (an `add(after:)` chain, the hottest path) is held without
+/// an array: building `[a]` for it cost every chained item a heap allocation.
+enum DependencyList: Sendable {
+  case none
+  case one(AnyWork)
+  case many([AnyWork])
+
+  /// `first` (if any) followed by `more`.
+  init(first: AnyWork?, more: [AnyWork]) {
+    switch (first, more.isEmpty) {
+    case (nil, true): self = .none
+    case (nil, false): self = .many(more)
+    case (let first?, true): self = .one(first)
+    case (let first?, false): self = .many([first] + more)
+    }
+  }
+
+  /// The dependencies in order.
+  var array: [AnyWork] {
+    switch self {
+    case .none: []
+    case .one(let work): [work]
+    case .many(let works): works
+    }
+  }
 }
 
 /// A body with its value type erased: it runs the user's closure, stores the value in the work item and says

@@ -65,7 +65,7 @@ final class WorkEngine: @unchecked Sendable {
   // MARK: - Adding
 
   /// Registers a new item and wires it to its dependencies; it starts once they finished and a slot is free.
-  func admit(_ work: AnyWork, dependencies: [AnyWork]) {
+  func admit(_ work: AnyWork, first: AnyWork?, dependencies: [AnyWork]) {
     emit(.added, for: work)
     if barrierHint.load(ordering: .relaxed) {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
@@ -75,7 +75,7 @@ final class WorkEngine: @unchecked Sendable {
         state.barriers[last].followers.append(work)
       }
     }
-    if dependencies.isEmpty {
+    if first == nil && dependencies.isEmpty {
       // pending → ready (unless delayed); nothing else can see the item yet
       let ready = work.dependencyResolved() != nil
       let starts = state.withLock { state in
@@ -89,16 +89,23 @@ final class WorkEngine: @unchecked Sendable {
       return
     }
     state.withLock { $0.register(work) }
-    for dependency in dependencies {
-      guard let termination = dependency.addDependent(work) else { continue }
-      if termination.isSuccess || work.acceptsFailedDependencies {
-        _ = work.remaining.subtract(1, ordering: .acquiringAndReleasing)
-      } else if let completed = work.completeWithoutRunning(termination) {
-        retire(work, completed: completed)
-        return
-      }
-    }
+    if let first, !wire(work, to: first) { return }
+    for dependency in dependencies where !wire(work, to: dependency) { return }
     if work.dependencyResolved() != nil { makeReady(work) }
+  }
+
+  /// Makes `work` a dependent of `dependency`, or counts the dependency as resolved if it already ended; returns
+  /// false if it ended in a way that ends `work` too (failed or cancelled, for work that does not accept that),
+  /// which is then retired without running.
+  private func wire(_ work: AnyWork, to dependency: AnyWork) -> Bool {
+    guard let termination = dependency.addDependent(work) else { return true }
+    if termination.isSuccess || work.acceptsFailedDependencies {
+      _ = work.remaining.subtract(1, ordering: .acquiringAndReleasing)
+    } else if let completed = work.completeWithoutRunning(termination) {
+      retire(work, completed: completed)
+      return false
+    }
+    return true
   }
 
   /// Queues `item` (ready) and starts whatever the scheduler says.

@@ -146,7 +146,8 @@ extension WorkQueue {
       type,
       name: name,
       priority: priority,
-      dependencies: [a] + dependencies,
+      first: a,
+      dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
@@ -197,7 +198,8 @@ extension WorkQueue {
       type,
       name: name,
       priority: priority,
-      dependencies: [a] + dependencies,
+      first: a,
+      dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyValue()) } }
@@ -363,7 +365,8 @@ extension WorkQueue {
       type,
       name: name,
       priority: priority,
-      dependencies: [a] + dependencies,
+      first: a,
+      dependencies: dependencies,
       acceptsFailedDependencies: true,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .sync { [type] work in type.runSync(work) { try body(a.dependencyResult()) } }
@@ -410,7 +413,8 @@ extension WorkQueue {
       type,
       name: name,
       priority: priority,
-      dependencies: [a] + dependencies,
+      first: a,
+      dependencies: dependencies,
       acceptsFailedDependencies: true,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .async { [type] work in await type.runAsync(work) { try await body(a.dependencyResult()) } }
@@ -871,7 +875,8 @@ extension WorkQueue {
       type,
       name: name,
       priority: priority,
-      dependencies: [a] + dependencies,
+      first: a,
+      dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
       body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }

@@ -57,7 +57,7 @@ extension WorkQueue {
       priority: .veryHigh,
       dependencyCount: before.count,
       acceptsFailedDependencies: true,
-      dependencies: before,
+      dependencies: DependencyList(first: nil, more: before),
       extras: nil,
       body: .sync { [type] work in
         type.runSync(work) {
@@ -71,7 +71,7 @@ extension WorkQueue {
       state.barriers.append((barrier, []))
       engine.barrierHint.store(true, ordering: .relaxed)
     }
-    engine.admit(barrier, dependencies: before)
+    engine.admit(barrier, first: nil, dependencies: before)
     return barrier
   }
 
@@ -136,7 +136,7 @@ extension WorkQueue: CustomDebugStringConvertible {
     let now = Platform.coarseUptimeNanoseconds
     for item in items {
       let (phase, dependencies, startedAt) = item.lock.withLock {
-        (item.phase.state, item.dependencyList, item.startedAt)
+        (item.phase.state, item.dependencyList.array, item.startedAt)
       }
       let waitingFor = dependencies.filter { !$0.state.isFinal }.map { $0.name ?? "unnamed" }
       var line = "  \(phase) '\(item.name ?? "unnamed")' (\(item.priority))"

@@ -182,30 +182,33 @@ public final class WorkQueue: Sendable {
 
   /// Creates the work item for an `add` call and wires it to its dependencies.
   ///
-  /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`.
+  /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`. `first` is a
+  /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array.
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
     name: String?,
     priority: WorkPriority,
+    first: AnyWork? = nil,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
     extras: WorkExtras? = nil,
     body: ErasedBody
   ) -> Work<Value> {
     let delay = extras?.options.delay
+    let list = DependencyList(first: first, more: dependencies)
     let work = type.init(
       engine: engine,
       name: name,
       priority: priority,
-      dependencyCount: dependencies.count + (delay == nil ? 0 : 1),
+      dependencyCount: (first == nil ? 0 : 1) + dependencies.count + (delay == nil ? 0 : 1),
       acceptsFailedDependencies: acceptsFailedDependencies,
-      dependencies: dependencies,
+      dependencies: list,
       extras: extras,
       body: body
     )
-    engine.trace?.recordAdded(work, dependencies: dependencies)
-    engine.admit(work, dependencies: dependencies)
+    engine.trace?.recordAdded(work, dependencies: list.array)
+    engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }
     return work
   }
