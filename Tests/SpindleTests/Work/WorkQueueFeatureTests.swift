@@ -69,10 +69,16 @@ struct WorkQueueFeatureTests {
     let queue = WorkQueue(name: "delay", maxConcurrent: 1)
     let start = ContinuousClock.now
     let later = queue.add(delay: .milliseconds(150)) { ContinuousClock.now }
+    // Waits far longer than the test: had it held the only slot while it waits, nothing after it could run. (Not
+    // "`meanwhile` ran within `later`'s 150 ms", which a loaded machine can miss without anything being wrong.)
+    let parked = queue.add(name: "parked", delay: .seconds(600)) { 0 }
     let meanwhile = queue.add { ContinuousClock.now }
     let ranAt = try await later.value
     #expect(ranAt - start >= .milliseconds(150))
-    #expect(try await meanwhile.value < ranAt)
+    #expect(await eventually { meanwhile.state == .finished }, "a delayed item held the slot: \(parked.state)")
+    #expect(parked.state == .pending)
+    parked.cancel()
+    await #expect(throws: CancellationError.self) { try await parked.value }
   }
 
   @Test("timeout: the work fails with WorkTimeoutError naming it, and its body sees cancellation")
