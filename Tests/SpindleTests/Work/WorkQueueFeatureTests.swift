@@ -515,8 +515,10 @@ struct WorkGroupTests {
   @Test("the timeout of an exclusive item counts from its start, not while it waits for the key")
   func exclusiveTimeout() async throws {
     let queue = WorkQueue(name: "ex-timeout", maxConcurrent: 2)
-    let holder = queue.add(exclusive: "disk") { usleep(150_000) }
-    let waiter = queue.add(timeout: .milliseconds(100), exclusive: "disk") { 1 }
+    // The holder keeps the key past the waiter's timeout counted from its add; the waiter's own run, from its
+    // start, has all of that timeout (half a second; 100 ms is time a loaded machine can spend between two lines).
+    let holder = queue.add(exclusive: "disk") { usleep(600_000) }
+    let waiter = queue.add(timeout: .milliseconds(500), exclusive: "disk") { 1 }
     _ = try await holder.value
     #expect(try await waiter.value == 1)
   }
