@@ -275,7 +275,7 @@ struct WorkQueueFeatureTests {
     #expect(await eventually { first.state == .running })
     let second = waiter("y")  // starts when the first attempt fails and gives its slot back
     firstAttempt.open()
-    let finished = await eventually(within: 20) { first.state == .finished && second.state == .finished }
+    let finished = await eventually { first.state == .finished && second.state == .finished }
     #expect(finished, "the waiters and the retrying work waited for each other: \(String(reflecting: queue))")
     guard finished else { return }  // the deadlock holds both slots for good; awaiting `flaky` would hang
     #expect(Set(outcomes.withLock { $0 }) == ["x: 5", "y: refused"])
