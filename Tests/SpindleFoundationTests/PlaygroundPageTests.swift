@@ -97,7 +97,7 @@ final class ImageLoadOperation: ResultOperation<Image>, @unchecked Sendable {
       return ResultBlockOperation {
         concurrency.tracking {
           arrived.increment()
-          if width > 1 { _ = eventually(within: 10) { arrived.value >= 2 } }
+          if width > 1 { _ = eventually(within: 60) { arrived.value >= 2 } }
           return blur(image)
         }
       }
