@@ -38,7 +38,7 @@ func simulateNetworkImageLoadAsync(
 }
 
 /// Waits for `queue` to drain, at most `seconds`; `false` means it hung.
-func drain(_ queue: OperationQueue, within seconds: Double = 10) -> Bool {
+func drain(_ queue: OperationQueue, within seconds: Double = 60) -> Bool {
   let done = DispatchSemaphore(value: 0)
   let box = UncheckedBox(queue)
   Thread.detachNewThread {
@@ -49,7 +49,7 @@ func drain(_ queue: OperationQueue, within seconds: Double = 10) -> Bool {
 }
 
 /// Waits for `operation` to finish, at most `seconds`; `false` means it hung.
-func wait(for operation: Operation, within seconds: Double = 10) -> Bool {
+func wait(for operation: Operation, within seconds: Double = 60) -> Bool {
   let done = DispatchSemaphore(value: 0)
   let box = UncheckedBox(operation)
   Thread.detachNewThread {
@@ -95,13 +95,13 @@ final class ProbeOperation: AsyncOperation, @unchecked Sendable {
 
 /// Waits for `queue` to drain without blocking a thread of Swift's cooperative pool (which `TaskOperation`
 /// bodies need), at most `seconds`.
-func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 10) async -> Bool {
+func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 60) async -> Bool {
   let box = UncheckedBox(queue)
   return await offPool { drain(box.value, within: seconds) }
 }
 
 /// Waits for `operation` to finish from async code, on a thread of its own; `false` means it hung.
-func waitWithoutBlocking(for operation: Operation, within seconds: Double = 10) async -> Bool {
+func waitWithoutBlocking(for operation: Operation, within seconds: Double = 60) async -> Bool {
   let box = UncheckedBox(operation)
   return await offPool { wait(for: box.value, within: seconds) }
 }

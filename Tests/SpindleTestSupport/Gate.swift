@@ -17,8 +17,9 @@ package final class Gate: Sendable {
     for _ in 0..<count { semaphore.signal() }
   }
 
-  /// Blocks until opened, at most `seconds`; returns false when it timed out. Call it off the cooperative pool
+  /// Blocks until opened, at most `seconds` (a minute: a test that opens it after an `await` can be held back for
+  /// tens of seconds by a starved cooperative pool); returns false when it timed out. Call it off the cooperative pool
   /// (from a Dispatch block, a thread, or `await offPool { gate.wait() }`).
   @discardableResult
-  package func wait(seconds: Double = 10) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+  package func wait(seconds: Double = 60) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
 }

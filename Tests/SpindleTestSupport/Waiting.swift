@@ -26,15 +26,17 @@ package func eventually(within seconds: Double = 90, _ condition: () -> Bool) as
   return condition()
 }
 
-/// ``eventually(within:_:)-async`` with the shorter bound the Foundation tests use.
-package func eventuallyAsync(within seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+/// ``eventually(within:_:)-async`` with the shorter bound the Foundation tests use (still a minute: only a hang
+/// should reach it).
+package func eventuallyAsync(within seconds: Double = 60, _ condition: () -> Bool) async -> Bool {
   await eventually(within: seconds, condition)
 }
 
-/// Polls `condition` from synchronous code (a thread that may block), at most `seconds`.
+/// Polls `condition` from synchronous code (a thread that may block), at most `seconds` (a minute by default: on a
+/// loaded machine, threads the condition waits for can be held back for many seconds).
 ///
 /// From async code use the `async` overload, which suspends instead of sleeping the thread.
-package func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+package func eventually(within seconds: Double = 60, _ condition: () -> Bool) -> Bool {
   let deadline = ContinuousClock.now + .seconds(seconds)
   while ContinuousClock.now < deadline {
     if condition() { return true }

@@ -123,10 +123,24 @@ import Testing
     let folder = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try Self.items(20, in: folder)
+    // The second file is a pipe that gives its bytes only once the loop is left, so the batch cannot end first,
+    // however long a starved cooperative pool keeps this task from the first event. (It could: the batch ended, the
+    // stream finished, and leaving the loop had nothing left to cancel.) The test holds the pipe open for writing,
+    // so the batch's open does not block; one file at a time (jobs 1, window 1), the first file still ends.
+    let photo = try ImageFile.read(items[1].input)
+    try FileManager.default.removeItem(atPath: items[1].input)
+    try #require(mkfifo(items[1].input, 0o600) == 0, "mkfifo: \(String(cString: strerror(errno)))")
+    let writer = open(items[1].input, O_RDWR | O_CLOEXEC)
+    try #require(writer >= 0, "open: \(String(cString: strerror(errno)))")
     let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
     for await event in batch.events() {
       if case .fileFinished = event { break }
     }
+    // Whatever reads the name from now on finds a plain file; a reader already in the pipe gets the bytes and its end.
+    try ImageFile.writeAtomically(photo, to: items[1].input, replacingExisting: true)
+    let written = photo.withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
+    close(writer)
+    #expect(written == photo.count)
     let summary = await batch.run()
     #expect(summary.wasCancelled, "leaving the loop cancels the batch")
     // The batch does not wait for its consumer, so how many files were done by then depends on timing; every

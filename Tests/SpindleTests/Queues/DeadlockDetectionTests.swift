@@ -7,7 +7,7 @@ import Testing
   @Test func cycleThroughAnotherQueueThrowsWithinBoundedTime() {
     let a = IDQ(label: "cycle.a")
     let b = IDQ(label: "cycle.b")
-    let outcome = runBounded(seconds: 10) { () -> DeadlockError? in
+    let outcome = runBounded { () -> DeadlockError? in
       a.sync {
         b.sync {
           do {

@@ -19,7 +19,7 @@ final class Shared<Value: Sendable>: Sendable {
 }
 
 /// Runs `body` on a background thread and waits at most `seconds` for it; nil means it did not finish (a hang).
-func runBounded<T: Sendable>(seconds: Double = 10, _ body: @escaping @Sendable () -> T) -> T? {
+func runBounded<T: Sendable>(seconds: Double = 60, _ body: @escaping @Sendable () -> T) -> T? {
   let result = Shared<T?>(nil)
   let done = DispatchSemaphore(value: 0)
   DispatchQueue.global().async {

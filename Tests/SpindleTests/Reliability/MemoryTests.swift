@@ -55,11 +55,11 @@ struct MemoryTests {
     #expect(await drained(queue!))
     let queueRef = WeakBox(queue!)
     queue = nil
-    let payloadsFreed = await eventually(within: 20) { payloads.allSatisfy { $0.object == nil } }
+    let payloadsFreed = await eventually { payloads.allSatisfy { $0.object == nil } }
     #expect(payloadsFreed, "\(payloads.filter { $0.object != nil }.count) of \(items) captured payloads alive")
-    let worksFreed = await eventually(within: 20) { works.allSatisfy { $0.object == nil } }
+    let worksFreed = await eventually { works.allSatisfy { $0.object == nil } }
     #expect(worksFreed, "\(works.filter { $0.object != nil }.count) of \(items) work items alive")
-    let queueFreed = await eventually(within: 20) { queueRef.object == nil }
+    let queueFreed = await eventually { queueRef.object == nil }
     #expect(queueFreed, "the drained queue is still alive")
     print(
       "reliability memory: \(items) items, payloads alive \(payloads.filter { $0.object != nil }.count), "
@@ -75,7 +75,7 @@ struct MemoryTests {
     let dependent = queue.add(after: work) { $0 + 1 }
     payload = nil
     #expect(try await dependent.value == 2)
-    #expect(await eventually(within: 20) { weak.object == nil }, "the body's capture outlived the work")
+    #expect(await eventually { weak.object == nil }, "the body's capture outlived the work")
     #expect(work.state == .finished)
   }
 
@@ -97,7 +97,7 @@ struct MemoryTests {
     #expect(await drained(queue))
     #expect(works.allSatisfy { $0.state == .failed })
     works.removeAll()
-    let freed = await eventually(within: 20) { weak.allSatisfy { $0.object == nil } }
+    let freed = await eventually { weak.allSatisfy { $0.object == nil } }
     #expect(freed, "\(weak.filter { $0.object != nil }.count) error payloads still alive")
   }
 

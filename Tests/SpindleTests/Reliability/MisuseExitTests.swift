@@ -152,7 +152,7 @@ struct MisuseExitTests {
   func droppedFinish() async {
     let queue = WorkQueue(name: "dropped")
     let work = queue.addCallback(name: "drop") { (_: WorkFinish<Int>) in }
-    let ended = await blockingWait(seconds: 10) { deadline in
+    let ended = await blockingWait(seconds: 60) { deadline in
       while DispatchTime.now() < deadline {
         if work.state.isFinal { return true }
         usleep(1_000)

@@ -83,7 +83,7 @@ struct TaskBridgeTests {
     #expect(gotValue.value >= count - cancelAt.count, "an awaiter that was not cancelled failed")
     #expect(wrong.value == 0, "seed \(seed): a wrong value or error")
     // Nothing keeps a completed item alive: no continuation or handler left holding it.
-    let freed = await eventually(within: 20) { weakWork.allSatisfy { $0.object == nil } }
+    let freed = await eventually { weakWork.allSatisfy { $0.object == nil } }
     #expect(freed, "\(weakWork.filter { $0.object != nil }.count) work items still alive")
     print(
       "reliability bridge: \(count) awaiters, \(cancelAt.count) cancelled, returned once "

@@ -16,7 +16,7 @@ struct WouldBeDeadlockTests {
   }
 
   /// Runs `body` on a Dispatch thread with a watchdog of `seconds`.
-  static func watch(seconds: Double = 10, _ body: @escaping @Sendable () -> Ending) async -> Ending {
+  static func watch(seconds: Double = 60, _ body: @escaping @Sendable () -> Ending) async -> Ending {
     let outcome = Mutex<Ending?>(nil)
     let done = DispatchSemaphore(value: 0)
     DispatchQueue.global().async {
@@ -120,7 +120,7 @@ struct WouldBeDeadlockTests {
     }
     box.work = queue.add(name: "inner") { "inner" }
     queue.resume()
-    let outcome = await blockingWait(seconds: 10) { deadline in
+    let outcome = await blockingWait(seconds: 60) { deadline in
       while DispatchTime.now() < deadline {
         if outer.state.isFinal { return true }
         usleep(1_000)

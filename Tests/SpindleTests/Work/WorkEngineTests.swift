@@ -208,7 +208,7 @@ struct WorkEngineTests {
       return queue.add { 1 }
     }()
     #expect(try await work.value == 1)
-    #expect(await eventually(within: 5) { weakQueue == nil })
+    #expect(await eventually { weakQueue == nil })
   }
 
   @Test("a suspended queue whose last handle is gone cancels its pending work and releases its captures")
@@ -227,7 +227,7 @@ struct WorkEngineTests {
     }()
     await #expect(throws: CancellationError.self) { try await work.value }
     #expect(work.state == .cancelled)
-    #expect(await eventually(within: 5) { weakCapture == nil })
+    #expect(await eventually { weakCapture == nil })
   }
 
   // MARK: - Callback bodies

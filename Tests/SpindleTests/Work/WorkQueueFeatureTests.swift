@@ -69,10 +69,16 @@ struct WorkQueueFeatureTests {
     let queue = WorkQueue(name: "delay", maxConcurrent: 1)
     let start = ContinuousClock.now
     let later = queue.add(delay: .milliseconds(150)) { ContinuousClock.now }
+    // Waits far longer than the test: had it held the only slot while it waits, nothing after it could run. (Not
+    // "`meanwhile` ran within `later`'s 150 ms", which a loaded machine can miss without anything being wrong.)
+    let parked = queue.add(name: "parked", delay: .seconds(600)) { 0 }
     let meanwhile = queue.add { ContinuousClock.now }
     let ranAt = try await later.value
     #expect(ranAt - start >= .milliseconds(150))
-    #expect(try await meanwhile.value < ranAt)
+    #expect(await eventually { meanwhile.state == .finished }, "a delayed item held the slot: \(parked.state)")
+    #expect(parked.state == .pending)
+    parked.cancel()
+    await #expect(throws: CancellationError.self) { try await parked.value }
   }
 
   @Test("timeout: the work fails with WorkTimeoutError naming it, and its body sees cancellation")
@@ -224,7 +230,14 @@ struct WorkQueueFeatureTests {
         done.add(1, ordering: .relaxed)
       }
     }
-    let finished = await eventually(within: 60) { done.load(ordering: .relaxed) == laps }
+    // A hang stops the laps for good; a loaded machine (a sanitizer, other suites) only slows them down: fail when
+    // no lap ends for 60 s, not when the laps take longer than 60 s in all.
+    var progressing = true
+    while progressing && done.load(ordering: .relaxed) < laps {
+      let before = done.load(ordering: .relaxed)
+      progressing = await eventually(within: 60) { done.load(ordering: .relaxed) != before }
+    }
+    let finished = done.load(ordering: .relaxed) == laps
     #expect(finished, "a self-wait hung after \(done.load(ordering: .relaxed)) of \(laps) laps")
     #expect(wrong.load(ordering: .relaxed) == 0)
   }
@@ -262,7 +275,7 @@ struct WorkQueueFeatureTests {
     #expect(await eventually { first.state == .running })
     let second = waiter("y")  // starts when the first attempt fails and gives its slot back
     firstAttempt.open()
-    let finished = await eventually(within: 20) { first.state == .finished && second.state == .finished }
+    let finished = await eventually { first.state == .finished && second.state == .finished }
     #expect(finished, "the waiters and the retrying work waited for each other: \(String(reflecting: queue))")
     guard finished else { return }  // the deadlock holds both slots for good; awaiting `flaky` would hang
     #expect(Set(outcomes.withLock { $0 }) == ["x: 5", "y: refused"])
@@ -502,8 +515,10 @@ struct WorkGroupTests {
   @Test("the timeout of an exclusive item counts from its start, not while it waits for the key")
   func exclusiveTimeout() async throws {
     let queue = WorkQueue(name: "ex-timeout", maxConcurrent: 2)
-    let holder = queue.add(exclusive: "disk") { usleep(150_000) }
-    let waiter = queue.add(timeout: .milliseconds(100), exclusive: "disk") { 1 }
+    // The holder keeps the key past the waiter's timeout counted from its add; the waiter's own run, from its
+    // start, has all of that timeout (half a second; 100 ms is time a loaded machine can spend between two lines).
+    let holder = queue.add(exclusive: "disk") { usleep(600_000) }
+    let waiter = queue.add(timeout: .milliseconds(500), exclusive: "disk") { 1 }
     _ = try await holder.value
     #expect(try await waiter.value == 1)
   }

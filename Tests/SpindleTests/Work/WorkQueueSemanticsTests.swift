@@ -82,7 +82,7 @@ struct WorkQueueSemanticsTests {
         usleepShort()
       }
     }
-    started.wait()
+    await offPool { started.wait() }
     #expect(work.state == .running)
     work.cancel()
     await #expect(throws: CancellationError.self) { try await work.value }
