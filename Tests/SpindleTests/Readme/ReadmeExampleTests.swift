@@ -54,7 +54,9 @@ import Testing
     #expect(try await later.value == "polled")
     #expect(try await shot.value == "click")
     #expect(try await online.value == "synced")
-    #expect(done.completed == done.total && done.total >= 12)
+    // The counts start again when the queue goes idle, and a loaded machine can finish everything added so far
+    // between two adds (a loaded full run did): only the batch's three items surely come in together.
+    #expect(done.completed == done.total && done.total >= 3, "\(done)")
   }
 
   @Test func workGraphs() async throws {
