@@ -148,6 +148,23 @@ struct TiltShiftFilterTests {
     }
   }
 
+  /// Slabs of several 16-row groups with whole 16-pixel blocks (the vector transposes) and a tail of pixels, and
+  /// clear bands wider and narrower than the gap below which the in-place vertical walks are joined.
+  @Test func multiSlabImagesAndNearbyBlurredRangesMatchTheReference() throws {
+    let sizes = [(53, 75, Image.Layout.rgb), (70, 90, .gray), (35, 70, .rgba), (40, 81, .grayAlpha)]
+    for (width, height, layout) in sizes {
+      let image = TestImages.noise(width: width, height: height, layout: layout, seed: 9)
+      for band in [0.4...0.6, 0.3...0.7, 0.47...0.53] {
+        let parameters = try TiltShiftParameters(radius: 2, clearBand: band, innerIntensity: 0)
+        let expected = referenceTiltShift(image, parameters)
+        for bands in [1, 2] {
+          let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: bands)
+          #expect(output.pixels == expected, "\(width)x\(height) \(layout), band \(band), \(bands) bands")
+        }
+      }
+    }
+  }
+
   @Test func aFlatImageStaysFlat() {
     for layout in Image.Layout.allCases {
       let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)

@@ -421,7 +421,7 @@ protocol ChannelCount {
   static var value: Int { get }
 }
 
-private enum One: ChannelCount { static var value: Int { 1 } }
-private enum Two: ChannelCount { static var value: Int { 2 } }
-private enum Three: ChannelCount { static var value: Int { 3 } }
-private enum Four: ChannelCount { static var value: Int { 4 } }
+enum One: ChannelCount { static var value: Int { 1 } }
+enum Two: ChannelCount { static var value: Int { 2 } }
+enum Three: ChannelCount { static var value: Int { 3 } }
+enum Four: ChannelCount { static var value: Int { 4 } }

@@ -99,28 +99,43 @@ struct TiltShiftPlan {
   }
 
   /// Filters `original` and returns the output pixels.
+  ///
+  /// One buffer beside the original: the horizontal passes fill it, and the vertical passes overwrite it in
+  /// place with the output (see ``verticalRuns``), so a 12 MP image costs one fresh 36 MB buffer, not two.
   func run(_ original: [UInt8], bands: Int) -> [UInt8] {
     let count = original.count
-    var work = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      adviseHugePages(buffer)
-      initialized = count
-    }
     var output = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
       adviseHugePages(buffer)
       initialized = count
     }
     original.withUnsafeBufferPointer { original in
-      work.withUnsafeMutableBufferPointer { work in
-        output.withUnsafeMutableBufferPointer { output in
-          let source = original.baseAddress!
-          let first = work.baseAddress!
-          let second = output.baseAddress!
-          horizontalPhase(source, into: first, bands: bands)
-          verticalPhase(original: source, work: first, output: second, bands: bands)
-        }
+      output.withUnsafeMutableBufferPointer { output in
+        let source = original.baseAddress!
+        let work = output.baseAddress!
+        horizontalPhase(source, into: work, bands: bands)
+        verticalPhase(original: source, work: work, bands: bands)
       }
     }
     return output
+  }
+
+  /// The output rows the vertical passes walk: ``finalRows``, with two ranges joined (and the clear rows
+  /// between them blurred too, then blended with weight 0, which gives the original) wherever the later one
+  /// would read horizontal results that the earlier one has already overwritten with output.
+  ///
+  /// A walk producing output row `y` reads horizontal rows up to `y + 3·radius + 3` ahead and never again a
+  /// row at or above `y`, so writing in place is safe inside a walk; a walk starting at `s` first reads rows
+  /// from `s − 3·radius` on, so it must start more than `3·radius + 1` rows after the previous walk ends.
+  var verticalRuns: [Range<Int>] {
+    var runs: [Range<Int>] = []
+    for range in finalRows {
+      if let last = runs.last, range.lowerBound - last.upperBound <= 3 * kernel.radius + 1 {
+        runs[runs.count - 1] = last.lowerBound..<range.upperBound
+      } else {
+        runs.append(range)
+      }
+    }
+    return runs
   }
 
   /// Rows blurred together by the transposed horizontal passes: the lanes of the vertical kernel.
@@ -153,39 +168,24 @@ struct TiltShiftPlan {
       // Zeroed once: lanes past a short slab's rows hold old bytes, blurred and never scattered back.
       let transposed = UnsafeMutablePointer<UInt8>.allocate(capacity: width * slabBytes)
       transposed.initialize(repeating: 0, count: width * slabBytes)
-      let finished = UnsafeMutablePointer<UInt8>.allocate(capacity: slabBytes)
+      // The last 16 finished transposed rows (pixels), scattered back 16 pixels at a time.
+      let finished = UnsafeMutablePointer<UInt8>.allocate(capacity: 16 * slabBytes)
       defer {
         cascade.deallocate()
         transposed.deallocate()
         finished.deallocate()
       }
+      let slabTranspose = SlabTranspose(
+        width: width, channels: channels, lanes: lanes, rowBytes: rowBytes, transposed: transposed, finished: finished)
       for slab in slabs[(slabs.count * piece / pieces)..<(slabs.count * (piece + 1) / pieces)] {
-        let rows = slab.count
         let first = source + slab.lowerBound * rowBytes
-        for x in 0..<width {
-          let pixel = first + x &* channels
-          let target = transposed + x &* slabBytes
-          for channel in 0..<channels {
-            var sample = pixel + channel
-            let lane = target + channel &* lanes
-            for k in 0..<rows {
-              lane[k] = sample.pointee
-              sample += rowBytes
-            }
-          }
-        }
+        slabTranspose.gather(first, rows: slab.count)
         let output = destination + slab.lowerBound * rowBytes
-        cascade.run(UnsafePointer(transposed), columns: 0..<slabBytes, rows: 0..<width, outputRow: { _ in finished }) {
-          x in
-          let pixel = output + x &* channels
-          for channel in 0..<channels {
-            var sample = pixel + channel
-            let lane = finished + channel &* lanes
-            for k in 0..<rows {
-              sample.pointee = lane[k]
-              sample += rowBytes
-            }
-          }
+        cascade.run(
+          UnsafePointer(transposed), columns: 0..<slabBytes, rows: 0..<width,
+          outputRow: { finished + ($0 & 15) &* slabBytes }
+        ) { x in
+          slabTranspose.scatter(x, into: output, rows: slab.count)
         }
       }
     }
@@ -215,16 +215,17 @@ struct TiltShiftPlan {
   /// Three vertical passes and the blend, on column strips; every strip is independent.
   ///
   /// `work` holds the horizontal result; a ``VerticalCascade`` per band walks each strip down once,
-  /// running the three passes through small rings and writing each finished row to `output`, where it is
-  /// blended with the original at once (or copied from it where the mask is clear).
-  private func verticalPhase(
-    original: UnsafePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, output: UnsafeMutablePointer<UInt8>, bands: Int
-  ) {
+  /// running the three passes through small rings and writing each finished row back into `work` (rows it
+  /// no longer reads), where it is blended with the original at once; the rows outside every walk are copied
+  /// from the original last.
+  private func verticalPhase(original: UnsafePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, bands: Int) {
     let pieces = min(bands, max(1, rowBytes / 64))
-    let clearRows = complement(finalRows, limit: height)
-    let shared = (SharedPointer(UnsafeMutablePointer(mutating: original)), SharedPointer(work), SharedPointer(output))
+    let runs = verticalRuns
+    let clearRows = complement(runs, limit: height)
+    let shared = (SharedPointer(UnsafeMutablePointer(mutating: original)), SharedPointer(work))
     parallelBands(count: pieces) { piece in
-      let (original, work, output) = (UnsafePointer(shared.0.pointer), shared.1.pointer, shared.2.pointer)
+      let (original, work) = (UnsafePointer(shared.0.pointer), shared.1.pointer)
+      let output = work
       // Strip boundaries on 64-byte multiples, so no two strips share a cache line.
       let lines = (rowBytes + 63) / 64
       let start = min(rowBytes, lines * piece / pieces * 64)
@@ -235,7 +236,7 @@ struct TiltShiftPlan {
       var runStart = start
       while runStart < end {
         let columns = runStart..<min(end, runStart + cascade.stripBytes)
-        for rows in finalRows {
+        for rows in runs {
           cascade.run(UnsafePointer(work), output, columns: columns, rows: rows) { y in
             blend(original: original, output: output, row: y, columns: columns)
           }
