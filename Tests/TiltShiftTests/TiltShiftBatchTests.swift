@@ -49,6 +49,41 @@ import Testing
     #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
   }
 
+  @Test("files share the bands: alone a file gets them all, next to others its share, never below 1")
+  func filterBandsAreShared() {
+    let bands = FilterBands(most: 4)
+    #expect(bands.enter() == 4, "alone: every band")
+    #expect(bands.enter() == 2, "two files: half each")
+    #expect(bands.enter() == 1, "three files: 4 / 3")
+    #expect(bands.enter() == 1)
+    #expect(bands.enter() == 1, "five files: never 0")
+    for _ in 0..<4 { bands.leave() }
+    #expect(bands.enter() == 2, "back to two files")
+    bands.leave()
+    bands.leave()
+    #expect(bands.enter() == 4, "alone again")
+    #expect(FilterBands(most: 0).enter() == 1, "at least one band")
+  }
+
+  @Test("shared bands change nothing in the output: jobs 3 × up to 4 bands writes what a serial batch writes")
+  func sharedBandsKeepTheOutput() async throws {
+    let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let items = try (0..<6).map { index in
+      let input = folder + "/in-\(index).jpg"
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: 200, height: 150)
+      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
+      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
+    }
+    let serialItems = items.map { BatchItem(input: $0.input, output: $0.output + ".serial.jpg") }
+    let serial = await TiltShiftBatch(items: serialItems, configuration: .serial()).run()
+    let shared = await TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 3, bandsPerImage: 4)).run()
+    #expect(serial.progress.succeeded == 6 && shared.progress.succeeded == 6)
+    for (a, b) in zip(items, serialItems) {
+      #expect(FileManager.default.contents(atPath: a.output) == FileManager.default.contents(atPath: b.output))
+    }
+  }
+
   @Test func decodedImagesInMemoryNeverExceedTheWindow() async throws {
     let folder = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: folder) }

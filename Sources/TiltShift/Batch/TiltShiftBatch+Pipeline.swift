@@ -1,5 +1,6 @@
 import Dispatch
 import Spindle
+import Synchronization
 
 extension TiltShiftBatch {
   private struct Decoded: Sendable {
@@ -22,6 +23,7 @@ extension TiltShiftBatch {
   func startPipeline(_ index: Int, completion: @escaping @Sendable (FileReport) -> Void) {
     let item = items[index]
     let configuration = configuration
+    let filterBands = filterBands
     let timings = TSanVisibleMutex(StageTimings())
     let warnings = TSanVisibleMutex([String]())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
@@ -54,7 +56,9 @@ extension TiltShiftBatch {
         let start = clock.now
         defer { timings.withLock { $0.filter = (clock.now - start).secondsValue } }
         var result = decoded
-        result.image = configuration.filter.apply(to: decoded.image, bands: configuration.bandsPerImage)
+        let bands = filterBands.enter()
+        defer { filterBands.leave() }
+        result.image = configuration.filter.apply(to: decoded.image, bands: bands)
         return result
       }
       let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
@@ -119,4 +123,23 @@ extension TiltShiftBatch {
         FileReport(item: item, outcome: outcome, timings: timings, warnings: warnings.withLock { $0 }))
     }
   }
+}
+
+/// Shares ``BatchConfiguration/bandsPerImage`` among the files in the filter stage: all of them for a file filtered
+/// alone, `most / files being filtered` (at least 1) otherwise. Bands fill the cores that files leave idle; a file
+/// split into bands next to another one only adds threads competing for the same cores. The filter's output does
+/// not depend on its bands.
+final class FilterBands: Sendable {
+  private let most: Int
+  private let running = Atomic<Int>(0)
+
+  init(most: Int) { self.most = max(1, most) }
+
+  /// Counts a file into the filter stage and returns its bands; call ``leave()`` when its filter returns.
+  func enter() -> Int {
+    max(1, most / running.add(1, ordering: .relaxed).newValue)
+  }
+
+  /// Counts a file out of the filter stage.
+  func leave() { running.subtract(1, ordering: .relaxed) }
 }

@@ -31,6 +31,8 @@ public final class TiltShiftBatch: Sendable {
   let state: TSanVisibleMutex<State>
   /// What the batch gave its queues; work is added to them under this lock (see ``workProgress``).
   let itemCounts = TSanVisibleMutex(ItemCounts())
+  /// How many bands each file's filter gets (see ``BatchConfiguration/bandsPerImage``).
+  let filterBands: FilterBands
 
   struct State {
     var next = 0
@@ -60,6 +62,7 @@ public final class TiltShiftBatch: Sendable {
     self.configuration = configuration
     codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs, trace: configuration.trace)
     filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs, trace: configuration.trace)
+    filterBands = FilterBands(most: configuration.bandsPerImage)
     state = TSanVisibleMutex(
       State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
     )
