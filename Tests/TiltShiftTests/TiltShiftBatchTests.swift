@@ -49,7 +49,7 @@ import Testing
     #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
   }
 
-  @Test("files share the bands: alone a file gets them all, next to others its share, never below 1")
+  @Test("a filter shares the bands with the batch's running bodies: alone it gets them all, never below 1")
   func filterBandsAreShared() {
     let bands = FilterBands(most: 4)
     #expect(bands.enter() == 4, "alone: every band")
@@ -62,6 +62,11 @@ import Testing
     bands.leave()
     bands.leave()
     #expect(bands.enter() == 4, "alone again")
+    bands.enterCodec()
+    #expect(bands.enter() == 1, "next to a running filter and a running decode: 4 / 3")
+    bands.leave()
+    bands.leave()
+    #expect(bands.enter() == 2, "next to the filter only")
     #expect(FilterBands(most: 0).enter() == 1, "at least one band")
   }
 

@@ -18,10 +18,10 @@ public struct BatchConfiguration: Sendable {
   public var jpegQuality: Int
   /// Files decoded, filtered or encoded at once (the width of the codec and filter queues).
   public var jobs: Int
-  /// Bands each image's filter is split into at most (1 = the filter runs on one thread): a file being filtered
-  /// while others are gets its share, `bandsPerImage / files in the filter stage` (at least 1), so that bands
-  /// fill the cores files leave idle instead of adding threads that compete for busy ones. The output is the
-  /// same for any number of bands.
+  /// Bands each image's filter is split into at most (1 = the filter runs on one thread): a filter that starts
+  /// while other decodes, filters or encodes of the batch run gets its share, `bandsPerImage / bodies running`
+  /// (at least 1), so that bands fill the cores files leave idle instead of adding threads that compete for busy
+  /// ones. The output is the same for any number of bands.
   public var bandsPerImage: Int
   /// At most this many decoded images are held in memory at once, whatever the batch size.
   public var maxImagesInMemory: Int

@@ -30,6 +30,8 @@ extension TiltShiftBatch {
     // Added under `itemCounts`, so that `workProgress` reads the count and the queues' progress together.
     let (decode, filter, encode) = itemCounts.withLock { counts in
       let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
+        filterBands.enterCodec()
+        defer { filterBands.leave() }
         let clock = ContinuousClock()
         let start = clock.now
         defer { timings.withLock { $0.decode = (clock.now - start).secondsValue } }
@@ -64,6 +66,8 @@ extension TiltShiftBatch {
       let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
         (filtered: Decoded) throws -> Written in
         try WorkContext.current?.checkCancellation()
+        filterBands.enterCodec()
+        defer { filterBands.leave() }
         let clock = ContinuousClock()
         let start = clock.now
         defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
@@ -125,21 +129,25 @@ extension TiltShiftBatch {
   }
 }
 
-/// Shares ``BatchConfiguration/bandsPerImage`` among the files in the filter stage: all of them for a file filtered
-/// alone, `most / files being filtered` (at least 1) otherwise. Bands fill the cores that files leave idle; a file
-/// split into bands next to another one only adds threads competing for the same cores. The filter's output does
-/// not depend on its bands.
+/// Shares ``BatchConfiguration/bandsPerImage`` with the batch's other running work: a file filtered while
+/// nothing else of the batch runs gets every band; next to running decodes, encodes or other filters it gets
+/// `most / bodies running` (at least 1). Bands fill the cores that files leave idle; a filter split into bands
+/// next to other running work only adds threads that compete for the same cores. The filter's output does not
+/// depend on its bands.
 final class FilterBands: Sendable {
   private let most: Int
   private let running = Atomic<Int>(0)
 
   init(most: Int) { self.most = max(1, most) }
 
-  /// Counts a file into the filter stage and returns its bands; call ``leave()`` when its filter returns.
+  /// Counts a filter in and returns its bands; call ``leave()`` when it returns.
   func enter() -> Int {
     max(1, most / running.add(1, ordering: .relaxed).newValue)
   }
 
-  /// Counts a file out of the filter stage.
+  /// Counts a decode or encode body in (it runs on one thread); call ``leave()`` when it returns.
+  func enterCodec() { running.add(1, ordering: .relaxed) }
+
+  /// Counts a body out.
   func leave() { running.subtract(1, ordering: .relaxed) }
 }

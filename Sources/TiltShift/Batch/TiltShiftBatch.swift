@@ -31,7 +31,8 @@ public final class TiltShiftBatch: Sendable {
   let state: TSanVisibleMutex<State>
   /// What the batch gave its queues; work is added to them under this lock (see ``workProgress``).
   let itemCounts = TSanVisibleMutex(ItemCounts())
-  /// How many bands each file's filter gets (see ``BatchConfiguration/bandsPerImage``).
+  /// How many bands each file's filter gets: counts the batch's running bodies (see
+  /// ``BatchConfiguration/bandsPerImage``).
   let filterBands: FilterBands
 
   struct State {
