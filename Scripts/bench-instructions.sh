@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Counts the instructions the WorkQueue engine spends per item, for this tree and a base revision, with
+# callgrind: a count that does not depend on what else the machine is doing, so a cost of a few per cent can be
+# seen on a shared, noisy machine where timings cannot show it (issue 12's rule: the engine benchmark's
+# independent-items and chain rows may regress by at most 5 % when no part-two feature is used).
+#
+# Usage: Scripts/bench-instructions.sh [--base REV] [--count N] [--repeats R] [--workloads "a b …"] [--no-install]
+#
+# The base revision (default c6090d0, the engine before WorkQueue part two) is exported with `git archive`; this
+# tree is used as it is. Both are built in release mode beside a small harness (Scripts/instructions/harness.swift)
+# and each workload (default: independent after dependencies fanin) runs R times (default 3) per side under
+# `valgrind --tool=callgrind`, sides alternating, with N items (default 20,000) and with none; the instructions
+# per item are (full run - empty run) / N. The table shows each side's median and the ratio new / base.
+# Worker threads that find nothing to run spin a little before they sleep, so the counts vary by about 1-2 %
+# between repeats; the ratio of medians is what to read.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+base=c6090d0
+count=20000
+repeats=3
+workloads="independent after dependencies fanin"
+install=1
+
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+
+whole_number() {
+  if ! [[ "$2" =~ ^[1-9][0-9]{0,6}$ ]]; then
+    echo "bench-instructions.sh: $1 needs a whole number from 1 to 9999999, not '$2'" >&2
+    exit 2
+  fi
+}
+
+while (($# > 0)); do
+  case "$1" in
+    --base)
+      base=${2:?--base needs a revision}
+      shift 2
+      ;;
+    --count)
+      whole_number "$1" "${2:-}"
+      count=$2
+      shift 2
+      ;;
+    --repeats)
+      whole_number "$1" "${2:-}"
+      repeats=$2
+      shift 2
+      ;;
+    --workloads)
+      workloads=${2:?--workloads needs a list}
+      shift 2
+      ;;
+    --no-install)
+      install=0
+      shift
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      echo "bench-instructions.sh: unknown argument '$1'" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+done
+
+for workload in $workloads; do
+  case "$workload" in
+    independent | after | dependencies | fanin) ;;
+    *)
+      echo "bench-instructions.sh: unknown workload '$workload' (independent, after, dependencies, fanin)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+if ! git rev-parse --verify --quiet "$base^{commit}" > /dev/null; then
+  echo "bench-instructions.sh: '$base' is not a revision of this repository" >&2
+  exit 2
+fi
+
+if ! command -v valgrind > /dev/null 2>&1; then
+  if ((install)) && command -v apt-get > /dev/null 2>&1; then
+    sudo=""
+    if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+    echo "Installing valgrind with apt-get…" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq valgrind > /dev/null
+  fi
+  if ! command -v valgrind > /dev/null 2>&1; then
+    echo "bench-instructions.sh: valgrind is missing; install it or drop --no-install" >&2
+    exit 1
+  fi
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-instructions.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+echo "Exporting $base…" >&2
+mkdir -p "$work/base"
+git archive "$base" | tar -x -C "$work/base"
+
+# A harness package per side, depending on that side's Spindle by path (the package's identity is the folder's
+# name).
+make_harness() {
+  local side=$1 spindle=$2
+  local identity
+  identity=$(basename "$spindle" | tr '[:upper:]' '[:lower:]')
+  mkdir -p "$work/harness-$side/Sources/harness"
+  cp Scripts/instructions/harness.swift "$work/harness-$side/Sources/harness/main.swift"
+  cat > "$work/harness-$side/Package.swift" << SWIFT
+// swift-tools-version:6.0
+import PackageDescription
+let package = Package(
+  name: "harness",
+  dependencies: [.package(path: "$spindle")],
+  targets: [.executableTarget(name: "harness", dependencies: [.product(name: "Spindle", package: "$identity")])]
+)
+SWIFT
+  echo "Building the $side side (release)…" >&2
+  swift build -c release --package-path "$work/harness-$side" --scratch-path "$work/build-$side" \
+    > "$work/build-$side.log" 2>&1 || {
+    cat "$work/build-$side.log" >&2
+    exit 1
+  }
+}
+make_harness base "$work/base"
+make_harness new "$PWD"
+
+# Instructions of one run of the harness under callgrind.
+instructions() {
+  local side=$1 workload=$2 items=$3
+  local log="$work/callgrind-$side.log"
+  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
+    "$work/build-$side/release/harness" "$workload" "$items" > /dev/null 2> "$log" || {
+    echo "bench-instructions.sh: the $side harness failed ($workload, $items items):" >&2
+    cat "$log" >&2
+    exit 1
+  }
+  sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$log"
+}
+
+per_item() {
+  local full empty
+  full=$(instructions "$1" "$2" "$count")
+  empty=$(instructions "$1" "$2" 0)
+  echo $(((full - empty) / count))
+}
+
+results="$work/results.tsv"
+: > "$results"
+for workload in $workloads; do
+  for ((repeat = 1; repeat <= repeats; repeat++)); do
+    echo "$workload, repeat $repeat of $repeats…" >&2
+    if ((repeat % 2 == 1)); then order="base new"; else order="new base"; fi
+    for side in $order; do
+      printf '%s\t%s\t%s\n' "$workload" "$side" "$(per_item "$side" "$workload")" >> "$results"
+    done
+  done
+done
+
+python3 - "$results" "$base" "$count" << 'PYTHON'
+import statistics
+import sys
+
+path, base, count = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = {}
+for line in open(path):
+    workload, side, value = line.split("\t")
+    rows.setdefault(workload, {}).setdefault(side, []).append(int(value))
+print(f"Instructions per item (callgrind, {count} items, median of {len(next(iter(rows.values()))['new'])} runs)")
+print(f"{'workload':<14}{'base ' + base:>18}{'this tree':>14}{'new / base':>12}   runs (base | new)")
+for workload, sides in rows.items():
+    old, new = statistics.median(sides["base"]), statistics.median(sides["new"])
+    spread = f"{' '.join(map(str, sides['base']))} | {' '.join(map(str, sides['new']))}"
+    print(f"{workload:<14}{old:>18,.0f}{new:>14,.0f}{new / old:>11.3f}x   {spread}")
+PYTHON
