@@ -1,18 +1,33 @@
 /// A list that stores its first element inline, so the common case (zero or one element) never allocates.
+///
+/// The overflow array is `nil` until a second element arrives: an empty list holds no reference at all, so copying
+/// or destroying one (several times per work item on the engine's hot path) retains and releases nothing.
 struct SmallList<Element> {
   private(set) var first: Element?
-  private(set) var rest: [Element] = []
+  private(set) var rest: [Element]?
+
+  init() {}
 
   var isEmpty: Bool { first == nil }
 
   mutating func append(_ element: Element) {
     if first == nil {
       first = element
+    } else if rest == nil {
+      rest = [element]
     } else {
-      rest.append(element)
+      rest!.append(element)
     }
   }
 
+  /// Calls `body` with each element in order, without copying the list.
+  @inline(__always)
+  func forEachElement(_ body: (Element) throws -> Void) rethrows {
+    guard let first else { return }
+    try body(first)
+    guard let rest else { return }
+    for element in rest { try body(element) }
+  }
 }
 
 extension SmallList: Sequence {
@@ -23,11 +38,13 @@ extension SmallList: Sequence {
     mutating func next() -> Element? {
       defer { index += 1 }
       if index < 0 { return list.first }
-      return index < list.rest.count ? list.rest[index] : nil
+      guard let rest = list.rest else { return nil }
+      return index < rest.count ? rest[index] : nil
     }
   }
 
-  func makeIterator() -> Iterator { Iterator(list: self) }
+  // Consuming: a list iterated as its last use can be moved into the iterator instead of copied.
+  __consuming func makeIterator() -> Iterator { Iterator(list: self) }
 }
 
 extension SmallList: Sendable where Element: Sendable {}

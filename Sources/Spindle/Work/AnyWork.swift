@@ -498,21 +498,21 @@ public class AnyWork: @unchecked Sendable {
   final func completeLocked(_ termination: Termination) -> Completed {
     phase = Phase(termination)
     runningTask = nil
-    let completed = Completed(
+    // Moved out with `take` and `swap`, not copied and then cleared: each copy of a reference is a retain that
+    // the clearing releases again, on every item.
+    var completed = Completed(
       termination: termination,
-      engine: engine,
-      dependents: dependents,
-      handlers: completionHandlers,
-      releasedBody: body,
+      engine: engine.take(),
+      dependents: SmallList(),
+      handlers: SmallList(),
+      releasedBody: body.take(),
       exclusiveKey: extras?.options.exclusive
     )
-    engine = nil
-    body = nil
+    swap(&completed.dependents, &dependents)
+    swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
     extras?.retryBody = nil
-    dependents = SmallList()
-    completionHandlers = SmallList()
-    cancelHandlers = SmallList()
+    if !cancelHandlers.isEmpty { cancelHandlers = SmallList() }
     return completed
   }
 

@@ -17,7 +17,7 @@ extension WorkEngine {
 
   /// Starts items the scheduler gave slots to.
   func start(_ items: SmallList<AnyWork>) {
-    for item in items { startHolding(item) }
+    items.forEachElement(startHolding)
   }
 
   /// Starts `item`, for which a slot is already taken: a worker for a synchronous or callback body, or its
