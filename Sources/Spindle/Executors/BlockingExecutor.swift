@@ -127,12 +127,20 @@ private let currentExecutorKey = ThreadLocalKey()
 
 /// The job queue of a ``BlockingExecutor``: a ``RingBuffer`` of jobs, a mutex and a condition variable.
 ///
-/// The first thread that runs out of work spins for a few microseconds (yielding the CPU each time)
-/// before it sleeps on the condition variable: a caller that hops to the executor and back, call
-/// after call, then finds a thread awake instead of paying a futex wake-up per call. Only one thread
-/// spins at a time and the others sleep at once, so idle threads do not take the cores from the
-/// threads that hand the next job over (in `spindle bench executors` on a shared 2-core machine, a
-/// lone caller's round trip went from 58–75 µs with every idle thread spinning to 18–57 µs).
+/// The first two threads that run out of work spin for up to ``spinDuration`` before they sleep on the
+/// condition variable: callers that hop to the executor and back, call after call, then find a thread
+/// awake instead of paying a futex wake-up per call. A spinner polls the job count without a system
+/// call for its first ``busyPollDuration`` (a caller's next hop usually comes within a few
+/// microseconds; a `sched_yield` per poll costs about a microsecond and may hand the core to another
+/// process for a whole time slice), then yields the CPU at each poll; on a one-core machine it only
+/// yields. A spinner that loses a job to the other spinner keeps spinning until its time is up.
+/// At most two threads spin and the others sleep at once, so idle threads do not take the cores
+/// from the threads that hand the next job over (measured in `spindle bench executors` on a shared
+/// 2-core machine: every idle thread spinning made a lone caller's round trip 58–75 µs, one yielding
+/// spinner 18–57 µs; two spinners that poll first took `ConcurrentActionExecutor`'s async form from 8
+/// concurrent callers from a median 4.9× `await Task {}.value` to 3.2×, and a lone caller from 11× to 7.3×,
+/// ten interleaved runs each. Most of what remains is the hop back: the task is handed to the cooperative
+/// pool from a foreign thread, and Dispatch wakes a sleeping worker for it with a futex).
 // Every mutable field is read and written only while `mutex` is held; `pending` is an atomic copy
 // of `jobs.count` that spinning threads read without the lock.
 final class BlockingExecutorState: @unchecked Sendable {
@@ -147,6 +155,13 @@ final class BlockingExecutorState: @unchecked Sendable {
 
   /// How long an out-of-work thread spins before it sleeps.
   static let spinDuration: Duration = .microseconds(50)
+  /// How long a spinner polls without yielding the CPU, at the start of its spin (multi-core machines only).
+  static let busyPollDuration: Duration = .microseconds(5)
+  /// The most threads spinning at once.
+  static let maxSpinners = 2
+  /// Whether spinners poll without yielding at first: pointless with one core, where the thread that
+  /// would hand over the next job cannot run while the spinner holds the core.
+  static let busyPollAllowed = Platform.onlineProcessorCount > 1
 
   init() {}
 
@@ -174,12 +189,19 @@ final class BlockingExecutorState: @unchecked Sendable {
   /// Waits for the next job; nil once the executor is shut down and the queue is empty.
   func pop() -> UnownedJob? {
     withLock {
-      if jobs.isEmpty && !stopped && spinning == 0 {
+      // Spin (while fewer than `maxSpinners` do) until a job comes or the spin time is up; a job that another
+      // thread took first sends this one back to spinning, not to sleep, while its time lasts.
+      var spinDeadline: ContinuousClock.Instant?
+      while jobs.isEmpty && !stopped && spinning < Self.maxSpinners {
+        let clock = ContinuousClock()
+        let deadline = spinDeadline ?? clock.now.advanced(by: Self.spinDuration)
+        spinDeadline = deadline
         spinning += 1
         mutex.unlock()
-        spinUntilPending()
+        let sawJob = spinUntilPending(deadline: deadline, clock: clock)
         mutex.lock()
         spinning -= 1
+        if !sawJob { break }
       }
       while jobs.isEmpty && !stopped {
         idle += 1
@@ -192,12 +214,23 @@ final class BlockingExecutorState: @unchecked Sendable {
     }
   }
 
-  private func spinUntilPending() {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: Self.spinDuration)
-    while pending.load(ordering: .relaxed) == 0 && clock.now < deadline {
+  /// Polls the job count until it is non-zero (true) or `deadline` passes (false): without a system call for
+  /// the first ``busyPollDuration``, then yielding the CPU at each poll.
+  private func spinUntilPending(deadline: ContinuousClock.Instant, clock: ContinuousClock) -> Bool {
+    if Self.busyPollAllowed {
+      let busyUntil = min(deadline, clock.now.advanced(by: Self.busyPollDuration))
+      var polls = 0
+      while pending.load(ordering: .relaxed) == 0 {
+        polls &+= 1
+        // Reading the clock costs more than a poll: look at it every 64 polls (well under a microsecond).
+        if polls & 63 == 0 && clock.now >= busyUntil { break }
+      }
+    }
+    while pending.load(ordering: .relaxed) == 0 {
+      if clock.now >= deadline { return false }
       Platform.yieldThread()
     }
+    return true
   }
 
   func shutdown() {

@@ -52,6 +52,48 @@ import Testing
     #expect(order.withLock { $0 } == Array(0..<20))
   }
 
+  /// Callers hopping to the executor and back, call after call, from several tasks at once, some with pauses long
+  /// enough for the spinners to give up and sleep: every hop runs on the executor exactly once, whether a spinner
+  /// (of two, racing for each job) or a thread woken from sleep takes it; a lost job would leave `done` short.
+  @Test func hopsFromManyCallersRunOnceEachWhetherSpinnersOrSleepersTakeThem() async throws {
+    let executor = BlockingExecutor(name: "test.hops", threadCount: 3)
+    defer { executor.shutdown() }
+    let callers = 8
+    let hops = 300
+    let onExecutor = Locked(0)
+    let offExecutor = Locked(0)
+    let done = Locked(0)
+    for caller in 0..<callers {
+      Task.detached {
+        for hop in 0..<hops {
+          await withTaskExecutorPreference(executor) {
+            (executor.isCurrent ? onExecutor : offExecutor).withLock { $0 += 1 }
+          }
+          // Every 50th hop of every other caller pauses past the 50 µs spin, so sleepers get woken too.
+          if caller.isMultiple(of: 2) && hop.isMultiple(of: 50) { try? await Task.sleep(for: .milliseconds(1)) }
+        }
+        done.withLock { $0 += 1 }
+      }
+    }
+    try await waitUntil { done.withLock { $0 } == callers }
+    #expect(onExecutor.withLock { $0 } == callers * hops)
+    #expect(offExecutor.withLock { $0 } == 0)
+  }
+
+  /// Spinning is bounded: once the work stops, every thread (spinners included) goes to sleep on the condition
+  /// variable instead of polling on.
+  @Test func spinnersGoToSleepOnceTheWorkStops() async throws {
+    let executor = BlockingExecutor(name: "test.sleep", threadCount: 3)
+    defer { executor.shutdown() }
+    for index in 0..<200 {
+      let ran = await withTaskExecutorPreference(executor) { executor.isCurrent ? index : -1 }
+      #expect(ran == index)
+    }
+    try await waitUntil(timeout: .seconds(20)) { executor.isIdleForTesting }
+    #expect(executor.isIdleForTesting)
+    #expect(executor.queuedJobsForTesting == 0)
+  }
+
   @Test func sharedExecutorIsSizedForBlockingWork() {
     let cores = BlockingExecutor.onlineProcessorCount
     #expect(BlockingExecutor.defaultSharedThreadCount == min(64, max(4, 2 * cores)))
