@@ -12,20 +12,26 @@ import Dispatch
 /// blur.onCompletion(on: .main) { result in show(result) }
 /// let image = try await blur.value
 /// ```
-// @unchecked Sendable: `storedValue` and `finishCalled` are guarded by `lock` (see AnyWork); the running body
-// writes `storedValue` once before the work completes under that lock.
+// @unchecked Sendable: `valueWords`, `hasValue` and `finishCalled` are guarded by `lock` (see AnyWork); the running
+// body writes the value once before the work completes under that lock.
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
-  // lock (written without it only by the running body, before the work completes under the lock); usable from
-  // inlinable code so that `runSync` specializes in the caller's module
+  // The value of finished work. Guarded by `lock` (written without it only by the running body, before the work
+  // completes under the lock); usable from inlinable code so that `runSync` specializes in the caller's module.
   //
-  // Stored as an existential, not as `Value?`: the class's deinit is generic, and destroying a `Value?` field there
-  // looks up the metadata of `Optional<Value>` in the runtime's cache for every item (a third of the instructions
-  // an empty item spent in its deinit, under callgrind). `Optional<any Sendable>` is one concrete type; values of
-  // up to three words (`Void`, `Int`, `String`, arrays, most small structs) sit in the existential without a box.
-  // Always written through `erase(_:)`, so a `Value` that is itself optional is kept, not flattened.
-  @exclusivity(unchecked) @usableFromInline var storedValue: (any Sendable)?
+  // Why not a `Value?` field: the class's deinit is generic, and destroying a `Value?` there looked up the metadata
+  // of `Optional<Value>` in the runtime's cache for every item (a third of the instructions of an empty item's
+  // deinit, under callgrind); an existential instead costs a dynamic cast at every read. So the value lives in
+  // three words of raw storage (a value that does not fit, or needs more alignment, in a heap cell whose address
+  // the first word holds), typed by `Value` alone: no lookup, no cast. `Void` is never stored.
+  @exclusivity(unchecked) @usableFromInline var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
+  // Whether `valueWords` holds a value (guarded as `valueWords`).
+  @exclusivity(unchecked) @usableFromInline var hasValue = false
   // lock
   @exclusivity(unchecked) private var finishCalled = false
+
+  deinit {
+    if hasValue { Self.destroyValue(in: self) }
+  }
 
   // MARK: - Public API
 
@@ -105,7 +111,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   private var resultLocked: Result<Value, any Error>? {
     switch phase {
     case .pending, .ready, .running: nil
-    case .finished: .success(storedValue! as! Value)
+    case .finished: .success(Self.load(from: self))
     case .failed(let error): .failure(error)
     case .cancelled: .failure(CancellationError())
     case .cancelledWithReason(let error): .failure(error)
@@ -120,12 +126,15 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// The value of a finished dependency, for a dependent's body. Only called once the work finished.
   @usableFromInline
   func dependencyValue() -> Value {
-    // No `Value?` here: in this generic function it would cost a runtime metadata lookup per call.
-    guard let value = lock.withLock({ storedValue }) else {
-      preconditionFailure("Spindle: a dependent ran before its dependency finished")
+    lock.withLock {
+      guard case .finished = phase else {
+        preconditionFailure("Spindle: a dependent ran before its dependency finished")
+      }
+      return Self.load(from: self)
     }
-    return value as! Value
   }
+
+
 
   /// The outcome of a completed dependency, for a dependent's body that takes `Result` inputs.
   func dependencyResult() -> Result<Value, any Error> {
@@ -144,15 +153,67 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// The running body is the only writer of the value; readers take `lock` after the work completes under
   /// it, which orders them after this write.
-  /// `value` as the existential that `storedValue` holds (an optional `Value` is boxed as it is, never unwrapped).
+  /// Whether a `Value` fits in `valueWords` (else it goes to a heap cell).
+  @inlinable
+  static var fitsInline: Bool {
+    MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt, UInt)>.size
+      && MemoryLayout<Value>.alignment <= MemoryLayout<UInt>.alignment
+  }
+
+  /// Where the value of `work` lives (in `valueWords`, or the cell it points to); valid while `work` is alive.
+  ///
+  /// Raw pointers only: in this generic code, a typed `UnsafeMutablePointer<Value>` as a generic result (of
+  /// `withUnsafeMutablePointer`) costs a runtime metadata lookup per call.
   @inlinable @inline(__always)
-  static func erase(_ value: Value) -> any Sendable { value }
+  static func valueAddress(in work: Work<Value>) -> UnsafeMutableRawPointer {
+    if fitsInline {
+      // The address of a stored property of a final class instance is stable for the instance's life.
+      return withUnsafeMutableBytes(of: &work.valueWords) { $0.baseAddress! }
+    }
+    return UnsafeMutableRawPointer(bitPattern: work.valueWords.0)!
+  }
+
+  /// Keeps the value of finished work (replacing one kept before); `Void` needs nothing kept.
+  @inlinable @inline(__always)
+  static func keep(_ value: Value, in work: Work<Value>) {
+    if Value.self == Void.self { return }
+    if work.hasValue { destroyValue(in: work) }
+    if !fitsInline {
+      let cell = UnsafeMutableRawPointer.allocate(
+        byteCount: MemoryLayout<Value>.size,
+        alignment: MemoryLayout<Value>.alignment
+      )
+      work.valueWords.0 = UInt(bitPattern: cell)
+    }
+    valueAddress(in: work).assumingMemoryBound(to: Value.self).initialize(to: value)
+    work.hasValue = true
+  }
+
+  /// Ends the life of the kept value (and frees its cell).
+  @usableFromInline
+  static func destroyValue(in work: Work<Value>) {
+    let address = valueAddress(in: work)
+    address.assumingMemoryBound(to: Value.self).deinitialize(count: 1)
+    if !fitsInline { address.deallocate() }
+    work.hasValue = false
+  }
+
+  /// A copy of the value that `keep` kept, for finished work.
+  static func load(from work: Work<Value>) -> Value {
+    guard work.hasValue else {
+      // Only `Void` is finished without a kept value; both have size 0.
+      guard Value.self == Void.self else { preconditionFailure("Spindle: finished work kept no value") }
+      return unsafeBitCast((), to: Value.self)
+    }
+    return valueAddress(in: work).assumingMemoryBound(to: Value.self).pointee
+  }
+
 
   @inlinable @inline(__always)
   static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
     do {
       let value = try run()
-      unsafeDowncast(work, to: self).storedValue = erase(value)
+      keep(value, in: unsafeDowncast(work, to: self))
       return .finished
     } catch {
       return Termination(error: error)
@@ -163,7 +224,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   static func runAsync(_ work: AnyWork, _ run: () async throws -> Value) async -> Termination {
     do {
       let value = try await run()
-      unsafeDowncast(work, to: self).storedValue = erase(value)
+      keep(value, in: unsafeDowncast(work, to: self))
       return .finished
     } catch {
       return Termination(error: error)
@@ -173,7 +234,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// Stores the value a condition gives to skipped work, before the work completes under the lock.
   static func store(_ value: Value, in work: AnyWork) {
     let work = unsafeDowncast(work, to: self)
-    work.lock.withLock { work.storedValue = erase(value) }
+    work.lock.withLock { keep(value, in: work) }
   }
 
   /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.
@@ -186,7 +247,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     let first: Bool = lock.withLock {
       if finishCalled { return false }
       finishCalled = true
-      if case .success(let value) = result { storedValue = Self.erase(value) }
+      if case .success(let value) = result { Self.keep(value, in: self) }
       return true
     }
     guard first else {
