@@ -18,7 +18,9 @@ package let isolationBenchmarkSuite = BenchmarkSuite(
     "lock rows: times are the threads' CPU seconds in the mix, summed (wall time on a shared machine measures the wait "
       + "for a core); a thread asleep on a contended lock is not counted, which favours the blocking locks",
     "lock rows: runs interleaved across candidates so that outside load hits all of them alike",
-    "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes",
+    "Isolated (writeAsync) issues its writes with writeAsync, so reads also apply the queued writes; its closure "
+      + "captures the stamp (Swift allocates that closure's context at every call); the argument form passes the "
+      + "stamp as writeAsync(_:_:)'s argument to a closure that captures nothing",
     "ratios are medians against the baseline measured in the same run; the machine is shared, quote ratios",
   ]
   return report
@@ -149,6 +151,18 @@ private final class IsolatedAsyncWriteCandidate: LockCandidate {
   }
 }
 
+private final class IsolatedAsyncArgumentWriteCandidate: LockCandidate {
+  func loop(ops: Int, writeEvery: Int, spin: Int) -> Int { mixLoop(self, ops: ops, writeEvery: writeEvery, spin: spin) }
+  let state = Isolated(Pair())
+  func read(spin: Int) -> Int { state.read { digest($0, spin: spin) } }
+  func write(_ stamp: Int) {
+    state.writeAsync(stamp) { pair, stamp in
+      pair.first = stamp
+      pair.last = stamp
+    }
+  }
+}
+
 private let sink = Atomic<Int>(0)
 
 /// Holds every thread until all have arrived, so that the threads of a run really overlap.
@@ -211,6 +225,7 @@ private func lockCandidateResults(_ options: BenchmarkOptions) -> [BenchmarkResu
     // These two leave Dispatch worker threads busy for a moment after a run, so they go last in a round,
     // followed by a short pause, not to slow down whoever runs next.
     ("Spindle Isolated (writeAsync)", IsolatedAsyncWriteCandidate()),
+    ("Spindle Isolated (writeAsync, argument)", IsolatedAsyncArgumentWriteCandidate()),
     ("concurrent queue + barrier", BarrierQueueCandidate()),
   ]
   var results: [BenchmarkResult] = []

@@ -140,4 +140,65 @@ private func busyWork(_ n: Int) -> Int {
     #expect(applied.wait(timeout: .now() + .seconds(10)) == .success)
     #expect(flag.read { $0 })
   }
+
+  // MARK: - writeAsync with an argument (the form that allocates nothing when the lock is free)
+
+  @Test func argumentWritesInterleaveWithClosureWritesInIssueOrder() {
+    // The drain never runs and the lock is held by another thread at times, so some writes queue and some apply
+    // at once; the log must still be in issue order, whichever form issued each write.
+    let stalled = DispatchQueue(label: "spindle.test.stalled-drain")
+    stalled.suspend()
+    defer { stalled.resume() }
+    let log = Isolated([Int](), drainingOn: stalled)
+    let holder = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      log.write { _ in
+        holder.signal()
+        release.wait()
+      }
+    }
+    holder.wait()
+    for i in 0..<200 {
+      if i == 100 { release.signal() }  // the first hundred queue behind the held lock, the rest race its release
+      if i.isMultiple(of: 2) {
+        log.writeAsync(i) { list, i in list.append(i) }
+      } else {
+        log.writeAsync { $0.append(i) }
+      }
+    }
+    #expect(log.read { $0 } == Array(0..<200))
+  }
+
+  @Test func laterReadOnAnotherThreadSeesAnArgumentWrite() {
+    let stalled = DispatchQueue(label: "spindle.test.stalled-drain")
+    stalled.suspend()
+    defer { stalled.resume() }
+    let pair = Isolated(Pair(), drainingOn: stalled)
+    var stale = 0
+    for i in 1...Stress.scaled(300) {
+      pair.writeAsync(i) { pair, i in
+        pair.a = i
+        pair.b = i
+      }
+      let seen = Mutex(Pair())
+      let done = DispatchSemaphore(value: 0)
+      DispatchQueue.global().async {
+        seen.withLock { $0 = pair.read { $0 } }
+        done.signal()
+      }
+      done.wait()
+      if seen.withLock({ $0.a != i || $0.b != i }) { stale += 1 }
+    }
+    #expect(stale == 0)
+  }
+
+  @Test func argumentWritesFromManyThreadsLoseNothing() {
+    let counter = Isolated(0)
+    let perThread = Stress.scaled(2_000)
+    DispatchQueue.concurrentPerform(iterations: 4) { thread in
+      for _ in 0..<perThread { counter.writeAsync(thread + 1) { total, step in total += step } }
+    }
+    #expect(counter.read { $0 } == (1 + 2 + 3 + 4) * perThread)
+  }
 }
