@@ -134,8 +134,6 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
   }
 
-
-
   /// The outcome of a completed dependency, for a dependent's body that takes `Result` inputs.
   func dependencyResult() -> Result<Value, any Error> {
     lock.withLock {
@@ -207,7 +205,6 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
     return valueAddress(in: work).assumingMemoryBound(to: Value.self).pointee
   }
-
 
   @inlinable @inline(__always)
   static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
