@@ -112,6 +112,10 @@ public class AnyWork: @unchecked Sendable {
     if case .async = body { isAsync = true } else { isAsync = false }
   }
 
+  /// Releases the typed body that `Work` stores for plain synchronous work, once the work ended without running it
+  /// (called outside every lock, by the engine that retires the work; nothing else touches that body any more).
+  func dropStoredBody() {}
+
   /// Where the work is in its life; a snapshot that may change as soon as it is read.
   public var state: WorkState {
     lock.withLock { phase.state }

@@ -13,6 +13,8 @@ extension WorkEngine {
   func retire(_ item: AnyWork, completed: Completed, releasingSlot: Bool = false) {
     trace?.recordEnd(item, termination: completed.termination)
     let next = retire(item, completed) { releasingSlot ? $0.scheduler.detachedBodyEnded() : nil }
+    // Work that ended without running (cancelled, or ended by a dependency) releases its body's captures now.
+    item.dropStoredBody()
     if let next { startHolding(next) }
   }
 

@@ -45,14 +45,27 @@ extension WorkQueue {
     _ body: @escaping @Sendable () throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
+    let extras = Self.extras(type, qos, condition, delay, timeout, retry, exclusive)
+    guard extras == nil else {
+      // Conditions, retries and exclusivity may run the body again or not at all: the wrapper keeps it.
+      return makeWork(
+        type,
+        name: name,
+        priority: priority,
+        dependencies: dependencies,
+        acceptsFailedDependencies: false,
+        extras: extras,
+        body: .sync { [type] work in type.runSync(work) { try body() } }
+      )
+    }
     return makeWork(
       type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .sync { [type] work in type.runSync(work) { try body() } }
+      body: .sync { work in Work<Value>.runStoredBody(work) },
+      syncBody: body
     )
   }
 

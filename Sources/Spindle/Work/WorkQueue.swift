@@ -183,7 +183,8 @@ public final class WorkQueue: Sendable {
   /// Creates the work item for an `add` call and wires it to its dependencies.
   ///
   /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`. `first` is a
-  /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array.
+  /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array. `syncBody` is the
+  /// typed body of plain synchronous work, whose `body` then only calls `Work.runStoredBody` (see `Work.syncBody`).
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
@@ -193,7 +194,8 @@ public final class WorkQueue: Sendable {
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
     extras: WorkExtras? = nil,
-    body: ErasedBody
+    body: ErasedBody,
+    syncBody: (@Sendable () throws -> Value)? = nil
   ) -> Work<Value> {
     let delay = extras?.options.delay
     let list = DependencyList(first: first, more: dependencies)
@@ -207,6 +209,7 @@ public final class WorkQueue: Sendable {
       extras: extras,
       body: body
     )
+    if let syncBody { work.syncBody = syncBody }
     engine.trace?.recordAdded(work, dependencies: list.array)
     engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }

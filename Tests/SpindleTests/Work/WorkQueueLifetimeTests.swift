@@ -87,6 +87,34 @@ struct WorkQueueLifetimeTests {
     try await queue.allFinished()
   }
 
+  @Test("plain work cancelled before it ran releases its body while its handle lives")
+  func cancelledPlainWorkReleasesItsBodyWhileHeld() async throws {
+    // Plain synchronous work keeps its body typed in the item (no wrapper closure); ending without running must
+    // still release it at once, not when the handle goes.
+    let queue = WorkQueue(name: "cancel-plain")
+    queue.suspend()
+    weak var weakToken: Token?
+    weak var weakDependentToken: Token?
+    let work: Work<Int>
+    let dependent: Work<Int>
+    do {
+      let token = Token(3)
+      let dependentToken = Token(4)
+      weakToken = token
+      weakDependentToken = dependentToken
+      work = queue.add { token.id }
+      dependent = queue.add(dependencies: [work]) { dependentToken.id }
+    }
+    #expect(weakToken != nil)
+    work.cancel()
+    #expect(work.state == .cancelled)
+    #expect(dependent.state == .cancelled)
+    #expect(weakToken == nil)
+    #expect(weakDependentToken == nil)
+    queue.resume()
+    try await queue.allFinished()
+  }
+
   @Test("an idle queue and its finished work are freed when dropped")
   func queueIsFreed() async throws {
     weak var weakQueue: WorkQueue?
