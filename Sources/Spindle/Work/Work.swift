@@ -34,6 +34,8 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // when the body captures nothing). Written before the work is admitted; taken by the one thread that runs the
   // body, or dropped by `dropStoredBody()` when the work ends without running.
   @exclusivity(unchecked) @usableFromInline var syncBody: (@Sendable () throws -> Value)?
+  // The same for plain callback work (see `runStoredCallback`).
+  @exclusivity(unchecked) @usableFromInline var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
 
   deinit {
     if hasValue { Self.destroyValue(in: self) }
@@ -220,8 +222,17 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     return runSync(work) { try body() }
   }
 
+  /// Runs the stored body of plain callback work, handing it its `finish`.
+  @inlinable
+  static func runStoredCallback(_ work: AnyWork) {
+    let work = unsafeDowncast(work, to: self)
+    guard let body = work.callbackBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
+    body(finishHandle(work))
+  }
+
   override func dropStoredBody() {
     syncBody = nil
+    callbackBody = nil
   }
 
   @inlinable @inline(__always)
@@ -253,6 +264,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.
+  @usableFromInline
   static func finishHandle(_ work: AnyWork) -> WorkFinish<Value> {
     WorkFinish(work: unsafeDowncast(work, to: self))
   }

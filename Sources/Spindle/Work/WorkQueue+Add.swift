@@ -831,7 +831,10 @@ extension WorkQueue {
   ///   - dependencies: Work to wait for without receiving its value (ordering only).
   ///   - body: Starts the work and arranges for `finish` to be called.
   /// - Returns: The work item.
+  // Inlinable, as `add`: specialized in the caller, the erased body captures nothing and the typed body is stored
+  // in the item, so a callback item costs no wrapper closure.
   @discardableResult
+  @inlinable
   public func addCallback<Value: Sendable>(
     name: String? = nil,
     priority: WorkPriority = .normal,
@@ -845,14 +848,27 @@ extension WorkQueue {
     _ body: @escaping @Sendable (WorkFinish<Value>) -> Void
   ) -> Work<Value> {
     let type = Work<Value>.self
+    let extras = Self.extras(type, qos, condition, delay, timeout, retry, exclusive)
+    guard extras == nil else {
+      // Conditions, retries and exclusivity may run the body again or not at all: the wrapper keeps it.
+      return makeWork(
+        type,
+        name: name,
+        priority: priority,
+        dependencies: dependencies,
+        acceptsFailedDependencies: false,
+        extras: extras,
+        body: .callback { [type] work in body(type.finishHandle(work)) }
+      )
+    }
     return makeWork(
       type,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .callback { [type] work in body(type.finishHandle(work)) }
+      body: .callback { work in Work<Value>.runStoredCallback(work) },
+      callbackBody: body
     )
   }
 

@@ -184,7 +184,8 @@ public final class WorkQueue: Sendable {
   ///
   /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`. `first` is a
   /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array. `syncBody` is the
-  /// typed body of plain synchronous work, whose `body` then only calls `Work.runStoredBody` (see `Work.syncBody`).
+  /// typed body of plain synchronous work, whose `body` then only calls `Work.runStoredBody` (see `Work.syncBody`);
+  /// `callbackBody` the same for plain callback work.
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
@@ -195,7 +196,8 @@ public final class WorkQueue: Sendable {
     acceptsFailedDependencies: Bool,
     extras: WorkExtras? = nil,
     body: ErasedBody,
-    syncBody: (@Sendable () throws -> Value)? = nil
+    syncBody: (@Sendable () throws -> Value)? = nil,
+    callbackBody: (@Sendable (WorkFinish<Value>) -> Void)? = nil
   ) -> Work<Value> {
     let delay = extras?.options.delay
     let list = DependencyList(first: first, more: dependencies)
@@ -210,6 +212,7 @@ public final class WorkQueue: Sendable {
       body: body
     )
     if let syncBody { work.syncBody = syncBody }
+    if let callbackBody { work.callbackBody = callbackBody }
     engine.trace?.recordAdded(work, dependencies: list.array)
     engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }

@@ -87,7 +87,7 @@ struct WorkQueueLifetimeTests {
     try await queue.allFinished()
   }
 
-  @Test("plain work cancelled before it ran releases its body while its handle lives")
+  @Test("plain and callback work cancelled before it ran releases its body while its handle lives")
   func cancelledPlainWorkReleasesItsBodyWhileHeld() async throws {
     // Plain synchronous work keeps its body typed in the item (no wrapper closure); ending without running must
     // still release it at once, not when the handle goes.
@@ -95,22 +95,31 @@ struct WorkQueueLifetimeTests {
     queue.suspend()
     weak var weakToken: Token?
     weak var weakDependentToken: Token?
+    weak var weakCallbackToken: Token?
     let work: Work<Int>
     let dependent: Work<Int>
+    let callback: Work<Int>
     do {
       let token = Token(3)
       let dependentToken = Token(4)
+      let callbackToken = Token(5)
       weakToken = token
       weakDependentToken = dependentToken
+      weakCallbackToken = callbackToken
       work = queue.add { token.id }
       dependent = queue.add(dependencies: [work]) { dependentToken.id }
+      callback = queue.addCallback { (finish: WorkFinish<Int>) in finish(callbackToken.id) }
     }
     #expect(weakToken != nil)
+    #expect(weakCallbackToken != nil)
     work.cancel()
+    callback.cancel()
     #expect(work.state == .cancelled)
     #expect(dependent.state == .cancelled)
+    #expect(callback.state == .cancelled)
     #expect(weakToken == nil)
     #expect(weakDependentToken == nil)
+    #expect(weakCallbackToken == nil)
     queue.resume()
     try await queue.allFinished()
   }
