@@ -1,7 +1,7 @@
 // The workloads of `Scripts/bench-instructions.sh`: the engine benchmark's independent-items and chain rows (and
 // the chain built with `dependencies:`), run once each so that callgrind can count their instructions.
 //
-// Usage: harness <independent|after|dependencies|fanin> <count>
+// Usage: harness <independent|after|dependencies|fanin|callback> <count>
 // A count of 0 runs the same code with no items: the script subtracts that run's instructions (process start,
 // the queue, the waits) from the full run's to get the instructions per item.
 import Spindle
@@ -12,7 +12,7 @@ import Spindle
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let count = Int(arguments[2]), count >= 0 else {
-  print("usage: harness <independent|after|dependencies|fanin> <count>")
+  print("usage: harness <independent|after|dependencies|fanin|callback> <count>")
   exit(2)
 }
 
@@ -29,6 +29,10 @@ case "after":
 case "dependencies":
   var previous: AnyWork = queue.add {}
   for _ in 0..<count { previous = queue.add(dependencies: [previous]) {} }
+  queue.waitUntilAllFinished()
+case "callback":
+  // Callback bodies that call `finish` at once (issue 11: within 1.5x of sync bodies).
+  for _ in 0..<count { queue.addCallback { (finish: WorkFinish<Void>) in finish(()) } }
   queue.waitUntilAllFinished()
 case "fanin":
   var items: [AnyWork] = []

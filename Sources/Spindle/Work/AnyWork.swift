@@ -71,6 +71,8 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var cancelHandlers = SmallList<@Sendable () -> Void>()
   // lock
   @exclusivity(unchecked) var runningTask: Task<Void, Never>?
+  // lock: whether a callback body's `finish` was called (or dropped)
+  @exclusivity(unchecked) var finishCalled = false
   // lock: a callback body is on the stack of the worker that started it
   @exclusivity(unchecked) var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
@@ -110,6 +112,34 @@ public class AnyWork: @unchecked Sendable {
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
     if case .async = body { isAsync = true } else { isAsync = false }
+  }
+
+  /// Records the first call of a callback body's `finish`; `false` for any later one (the caller then reports it
+  /// with ``reportRepeatedFinish()`` once unlocked). Call with `lock` held.
+  final func claimFinishLocked() -> Bool {
+    guard !finishCalled else { return false }
+    finishCalled = true
+    return true
+  }
+
+  /// Reports a second call of `finish` (misuse; the call is ignored). Call without the lock: handlers are user code.
+  final func reportRepeatedFinish() {
+    reportMisuse(
+      "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queueName)'; "
+        + "the extra call is ignored"
+    )
+  }
+
+  /// The last copy of a callback body's `finish` was released: if it was never called, the work fails with
+  /// ``WorkFinishDroppedError`` instead of holding its slot forever.
+  final func finishDropped() {
+    let dropped: Bool = lock.withLock {
+      if finishCalled { return false }
+      finishCalled = true
+      return true
+    }
+    guard dropped else { return }
+    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queueName)))
   }
 
   /// Releases the typed body that `Work` stores for plain synchronous work, once the work ended without running it

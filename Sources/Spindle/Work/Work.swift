@@ -12,8 +12,9 @@ import Dispatch
 /// blur.onCompletion(on: .main) { result in show(result) }
 /// let image = try await blur.value
 /// ```
-// @unchecked Sendable: `valueWords`, `hasValue` and `finishCalled` are guarded by `lock` (see AnyWork); the running
-// body writes the value once before the work completes under that lock.
+// @unchecked Sendable: `valueWords`, `hasValue`, `syncBody` and `callbackBody` are guarded by `lock` (see AnyWork)
+// or, for the bodies, owned by the one thread that runs or drops them; the running body writes the value once
+// before the work completes under that lock.
 public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // The value of finished work. Guarded by `lock` (written without it only by the running body, before the work
   // completes under the lock); usable from inlinable code so that `runSync` specializes in the caller's module.
@@ -26,8 +27,6 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   @exclusivity(unchecked) @usableFromInline var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
   // Whether `valueWords` holds a value (guarded as `valueWords`).
   @exclusivity(unchecked) @usableFromInline var hasValue = false
-  // lock
-  @exclusivity(unchecked) private var finishCalled = false
   // The body of plain synchronous work (no condition, delay, timeout, retry or exclusivity), kept typed so that
   // `add` needs no wrapper closure around it: the erased body only calls `runStoredBody`, and captures nothing once
   // `add` is specialized, so each such item costs one allocation fewer (two for the work and the wrapper before,
@@ -270,35 +269,22 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.
-  func finishFromCallback(_ result: Result<Value, any Error>) {
+  func finishFromCallback(value: Value) {
+    // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
     let first: Bool = lock.withLock {
-      if finishCalled { return false }
-      finishCalled = true
-      if case .success(let value) = result { Self.keep(value, in: self) }
+      guard claimFinishLocked() else { return false }
+      Self.keep(value, in: self)
       return true
     }
-    guard first else {
-      reportMisuse(
-        "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queueName)'; "
-          + "the extra call is ignored"
-      )
-      return
-    }
-    switch result {
-    case .success: finishDetached(.finished)
-    case .failure(let error): finishDetached(Termination(error: error))
-    }
+    if first { finishDetached(.finished) } else { reportRepeatedFinish() }
   }
 
-  /// The last copy of a callback body's `finish` was released: if it was never called, the work fails with
-  /// ``WorkFinishDroppedError`` instead of holding its slot forever.
-  func finishDropped() {
-    let dropped: Bool = lock.withLock {
-      if finishCalled { return false }
-      finishCalled = true
-      return true
+  /// Handles a call of a callback body's `finish` with an error; reports and ignores every call after the first.
+  func finishFromCallback(error: any Error) {
+    if lock.withLock({ claimFinishLocked() }) {
+      finishDetached(Termination(error: error))
+    } else {
+      reportRepeatedFinish()
     }
-    guard dropped else { return }
-    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queueName)))
   }
 }

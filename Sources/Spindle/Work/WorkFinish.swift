@@ -16,25 +16,31 @@
 /// }
 /// ```
 public struct WorkFinish<Value: Sendable>: Sendable {
-  let token: FinishToken<Value>
+  let token: FinishToken
 
   init(work: Work<Value>) {
     token = FinishToken(work: work)
   }
 
+  /// The work this `finish` completes (the token holds it type-erased, so that making one looks up no metadata).
+  var work: Work<Value> { unsafeDowncast(token.work, to: Work<Value>.self) }
+
   /// Completes the work with `value`.
   public func callAsFunction(_ value: Value) {
-    token.work.finishFromCallback(.success(value))
+    work.finishFromCallback(value: value)
   }
 
   /// Completes the work with `result`; a `CancellationError` failure ends it as cancelled.
   public func callAsFunction(_ result: Result<Value, any Error>) {
-    token.work.finishFromCallback(result)
+    switch result {
+    case .success(let value): work.finishFromCallback(value: value)
+    case .failure(let error): work.finishFromCallback(error: error)
+    }
   }
 
   /// Completes the work as failed with `error` (or as cancelled when `error` is a `CancellationError`).
   public func callAsFunction(_ error: any Error) {
-    token.work.finishFromCallback(.failure(error))
+    work.finishFromCallback(error: error)
   }
 
   /// Whether the work has been cancelled while its body runs; poll it in long-running callbacks.
@@ -59,10 +65,12 @@ public struct WorkFinish<Value: Sendable>: Sendable {
 }
 
 /// Shared by every copy of a `WorkFinish`: when the last copy goes away, an uncalled `finish` fails the work.
-final class FinishToken<Value: Sendable>: Sendable {
-  let work: Work<Value>
+///
+/// Not generic: a generic token's class metadata was looked up at run time for every callback item.
+final class FinishToken: Sendable {
+  let work: AnyWork
 
-  init(work: Work<Value>) {
+  init(work: AnyWork) {
     self.work = work
   }
 
