@@ -8,7 +8,8 @@
 #
 # The base revision (default c6090d0, the engine before WorkQueue part two) is exported with `git archive`; this
 # tree is used as it is. Both are built in release mode beside a small harness (Scripts/instructions/harness.swift)
-# and each workload (default: independent after dependencies fanin; also: callback) runs R times (default 3) per side under
+# and each workload (default: independent after dependencies fanin; also: callback, async, and taskgroup, the
+# async row's peer, which does not use Spindle) runs R times (default 3) per side under
 # `valgrind --tool=callgrind`, sides alternating, with N items (default 20,000) and with none; the instructions
 # per item are (full run - empty run) / N. The table shows each side's median and the ratio new / base.
 # Worker threads that find nothing to run spin a little before they sleep, so the counts vary by about 1-2 %
@@ -70,9 +71,9 @@ done
 
 for workload in $workloads; do
   case "$workload" in
-    independent | after | dependencies | fanin | callback) ;;
+    independent | after | dependencies | fanin | callback | async | taskgroup) ;;
     *)
-      echo "bench-instructions.sh: unknown workload '$workload' (independent, after, dependencies, fanin, callback)" >&2
+      echo "bench-instructions.sh: unknown workload '$workload' (independent, after, dependencies, fanin, callback, async, taskgroup)" >&2
       exit 2
       ;;
   esac
