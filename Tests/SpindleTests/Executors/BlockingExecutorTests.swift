@@ -58,8 +58,10 @@ import Testing
   @Test func hopsFromManyCallersRunOnceEachWhetherSpinnersOrSleepersTakeThem() async throws {
     let executor = BlockingExecutor(name: "test.hops", threadCount: 3)
     defer { executor.shutdown() }
+    // Sized for a starved cooperative pool (every hop comes back through it): in a full ThreadSanitizer run with
+    // every suite at once, 8 × 300 hops outlasted a 60-second bound that they meet in 0.2 s alone.
     let callers = 8
-    let hops = 300
+    let hops = 60
     let onExecutor = Locked(0)
     let offExecutor = Locked(0)
     let done = Locked(0)
@@ -69,13 +71,13 @@ import Testing
           await withTaskExecutorPreference(executor) {
             (executor.isCurrent ? onExecutor : offExecutor).withLock { $0 += 1 }
           }
-          // Every 50th hop of every other caller pauses past the 50 µs spin, so sleepers get woken too.
-          if caller.isMultiple(of: 2) && hop.isMultiple(of: 50) { try? await Task.sleep(for: .milliseconds(1)) }
+          // Every 10th hop of every other caller pauses past the 50 µs spin, so sleepers get woken too.
+          if caller.isMultiple(of: 2) && hop.isMultiple(of: 10) { try? await Task.sleep(for: .milliseconds(1)) }
         }
         done.withLock { $0 += 1 }
       }
     }
-    try await waitUntil { done.withLock { $0 } == callers }
+    try await waitUntil(timeout: .seconds(180)) { done.withLock { $0 } == callers }
     #expect(onExecutor.withLock { $0 } == callers * hops)
     #expect(offExecutor.withLock { $0 } == 0)
   }
