@@ -151,13 +151,6 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
   }
 
-  /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.
-  ///
-  /// Callers capture `Work<Value>.self` when they create the body and call this on it, so running an item
-  /// looks up no generic metadata.
-  ///
-  /// The running body is the only writer of the value; readers take `lock` after the work completes under
-  /// it, which orders them after this write.
   /// Whether a `Value` fits in `valueWords` (else it goes to a heap cell).
   @inlinable
   static var fitsInline: Bool {
@@ -234,6 +227,13 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     callbackBody = nil
   }
 
+  /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.
+  ///
+  /// Callers capture `Work<Value>.self` when they create the body and call this on it, so running an item
+  /// looks up no generic metadata.
+  ///
+  /// The running body is the only writer of the value; readers take `lock` after the work completes under
+  /// it, which orders them after this write.
   @inlinable @inline(__always)
   static func runSync(_ work: AnyWork, _ run: () throws -> Value) -> Termination {
     do {
