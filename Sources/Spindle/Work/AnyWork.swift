@@ -142,8 +142,9 @@ public class AnyWork: @unchecked Sendable {
     finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queueName)))
   }
 
-  /// Releases the typed body that `Work` stores for plain synchronous work, once the work ended without running it
-  /// (called outside every lock, by the engine that retires the work; nothing else touches that body any more).
+  /// Releases the typed body that `Work` stores for plain synchronous and callback work, once the work ended without
+  /// running it (called outside every lock, by the engine that retires the work; nothing else touches that body any
+  /// more).
   func dropStoredBody() {}
 
   /// Where the work is in its life; a snapshot that may change as soon as it is read.
