@@ -54,7 +54,7 @@ let package = Package(
     ),
     .testTarget(
       name: "SpindleCLITests",
-      dependencies: ["TiltShift", "SpindleCLI", "spindle", "SpindleTestSupport"],
+      dependencies: ["Spindle", "TiltShift", "SpindleCLI", "spindle", "SpindleTestSupport"],
       swiftSettings: strict
     ),
   ]

@@ -1,4 +1,5 @@
 import Foundation
+import Spindle
 import SpindleTestSupport
 import Synchronization
 import Testing
@@ -33,7 +34,7 @@ import Testing
 
   /// A thread that takes every signal (as a program's main thread does), parked until `stop`.
   final class OpenThread: Sendable {
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = TSanVisibleMutex<pthread_t?>(nil)
     private let ready = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
 

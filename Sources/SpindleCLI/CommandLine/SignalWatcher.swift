@@ -40,7 +40,7 @@ final class SignalWatcher: Sendable {
     var bySignal: [Int32: [Route]] = [:]
   }
 
-  private let routes = Mutex(Routes())
+  private let routes = TSanVisibleMutex(Routes())
   /// The pipe's read end, or -1 if it could not be made (then `watch` leaves dispositions alone).
   private let readEnd: Int32
 

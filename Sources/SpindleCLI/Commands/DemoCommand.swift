@@ -88,7 +88,7 @@ struct DemoCommand: ParsableCommand {
     // Ctrl-\ (SIGQUIT) from here to the end prints what runs now and the demo goes on: the sample queue's report
     // while photos are drawn, the running batch's report during a batch, a note between and after them. One monitor
     // for the whole run, so no signal lands in a gap (where the default disposition would end the process).
-    let phase = Mutex<DemoPhase>(.starting)
+    let phase = TSanVisibleMutex<DemoPhase>(.starting)
     let stuckReports = StuckReportMonitor { phase.withLock { $0.report } }
     defer { stuckReports.stop() }
     let cores = WorkQueue.activeProcessorCount

@@ -152,7 +152,7 @@ struct TiltShiftCommand: ParsableCommand {
     // Ctrl-\ (SIGQUIT) from here until the command returns: a note while the inputs are planned, then the batch's
     // stuck-queue report, and the command goes on. It stays on after the batch, so a Ctrl-\ that lands while the
     // summary is printed reports the finished batch instead of ending the process with a crash report.
-    let running = Mutex<(batch: TiltShiftBatch, bar: ProgressBar)?>(nil)
+    let running = TSanVisibleMutex<(batch: TiltShiftBatch, bar: ProgressBar)?>(nil)
     let stuckReports = StuckReportMonitor {
       guard let (batch, bar) = running.withLock({ $0 }) else {
         return "spindle: SIGQUIT, planning the inputs; going on\n"

@@ -95,7 +95,7 @@ private func busyWork(_ n: Int) -> Int {
     var stale = 0
     for i in 1...Stress.scaled(500) {
       pair.writeAsync { $0.a = i }
-      let seen = Mutex(0)
+      let seen = TSanVisibleMutex(0)
       let done = DispatchSemaphore(value: 0)
       DispatchQueue.global().async {
         seen.withLock { $0 = pair.read(\.a) }
@@ -181,7 +181,7 @@ private func busyWork(_ n: Int) -> Int {
         pair.a = i
         pair.b = i
       }
-      let seen = Mutex(Pair())
+      let seen = TSanVisibleMutex(Pair())
       let done = DispatchSemaphore(value: 0)
       DispatchQueue.global().async {
         seen.withLock { $0 = pair.read { $0 } }

@@ -1,4 +1,5 @@
 import Dispatch
+import Spindle
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,9 +10,9 @@ import Synchronization
 
 /// A value shared between the test and the blocks it dispatches.
 final class Shared<Value: Sendable>: Sendable {
-  private let storage: Mutex<Value>
+  private let storage: TSanVisibleMutex<Value>
 
-  init(_ value: Value) { storage = Mutex(value) }
+  init(_ value: Value) { storage = TSanVisibleMutex(value) }
 
   var value: Value { storage.withLock { $0 } }
 

@@ -48,9 +48,9 @@ struct CancellationMomentTests {
     let hooks = Counters(rounds)
     let completions = Counters(rounds)
     let allCompleted = Countdown(rounds)
-    let problems = Mutex<[String]>([])
+    let problems = TSanVisibleMutex<[String]>([])
 
-    let results = Mutex<[Round]>([])
+    let results = TSanVisibleMutex<[Round]>([])
     let driver = DispatchSemaphore(value: 0)
     Thread.detachNewThread {
       var random = Reliability.Random(seed: seed)

@@ -70,7 +70,7 @@ struct WidthTests {
     let seed = Reliability.seed()
     var random = Reliability.Random(seed: seed)
     let queue = WorkQueue(name: "order", maxConcurrent: 1)
-    let order = Mutex<[Int]>([])
+    let order = TSanVisibleMutex<[Int]>([])
     queue.suspend()
     var priorities: [WorkPriority] = []
     for index in 0..<count {

@@ -17,7 +17,7 @@ struct WouldBeDeadlockTests {
 
   /// Runs `body` on a Dispatch thread with a watchdog of `seconds`.
   static func watch(seconds: Double = 60, _ body: @escaping @Sendable () -> Ending) async -> Ending {
-    let outcome = Mutex<Ending?>(nil)
+    let outcome = TSanVisibleMutex<Ending?>(nil)
     let done = DispatchSemaphore(value: 0)
     DispatchQueue.global().async {
       let ending = body()

@@ -40,7 +40,7 @@ struct WorkEngineTests {
     // A thread started from one that blocks every signal still leaves the crash reporter's open; one started from
     // a thread that takes every signal (as a program's main thread does) still blocks the process signals.
     for parentBlocksAll in [false, true] {
-      let fromParent = Mutex<Mask?>(nil)
+      let fromParent = TSanVisibleMutex<Mask?>(nil)
       let started = DispatchSemaphore(value: 0)
       PlatformThread.start(name: "parent") {
         var parentMask = sigset_t()
