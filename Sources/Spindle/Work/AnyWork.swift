@@ -73,6 +73,8 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var runningTask: Task<Void, Never>?
   // lock: whether a callback body's `finish` was called (or dropped)
   @exclusivity(unchecked) var finishCalled = false
+  // lock: whether the engine has retired the ended work (its queue no longer counts it as unfinished)
+  @exclusivity(unchecked) var isRetired = false
   // lock: a callback body is on the stack of the worker that started it
   @exclusivity(unchecked) var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
@@ -585,14 +587,27 @@ public class AnyWork: @unchecked Sendable {
     return owner
   }
 
-  /// Runs `handler` once the work is complete: now (on this thread) if it already is.
+  /// Runs `handler` once the work is complete and retired by its queue: now (on this thread) if it already is.
   final func whenCompleteErased(_ handler: @escaping @Sendable () -> Void) {
+    // Work that ended but is not yet retired waits for the retire: a handler then always sees the work's queue
+    // no longer counting it (its unfinished count and progress).
     let runNow: Bool = lock.withLock {
-      if phase.termination != nil { return true }
+      if isRetired { return true }
       completionHandlers.append(handler)
       return false
     }
     if runNow { handler() }
+  }
+
+  /// Marks ended work retired by its engine (called once, after it left the queue's counts) and returns the
+  /// completion handlers registered between its end and now, to run.
+  final func markRetired() -> SmallList<@Sendable () -> Void> {
+    lock.withLock {
+      isRetired = true
+      var late = SmallList<@Sendable () -> Void>()
+      swap(&late, &completionHandlers)
+      return late
+    }
   }
 }
 

@@ -97,6 +97,8 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// Calls `handler` with the outcome on `queue` once the work is complete.
   ///
   /// The handler runs exactly once, also when added after the work completed (it is then dispatched at once).
+  /// Its queue has retired the work by then: ``WorkQueue/unfinishedCount`` and ``WorkQueue/progress`` no longer
+  /// count it as unfinished, also for a handler added in the instant between the work's end and its retirement.
   public func onCompletion(
     on queue: DispatchQueue,
     _ handler: @escaping @Sendable (Result<Value, any Error>) -> Void
@@ -106,7 +108,8 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// Calls `handler` with the outcome on the main actor once the work is complete.
   ///
-  /// The handler runs exactly once, also when added after the work completed.
+  /// The handler runs exactly once, also when added after the work completed, and after the work's queue retired
+  /// it (as for ``onCompletion(on:_:)``).
   public func onMainActorCompletion(
     _ handler: @escaping @MainActor @Sendable (Result<Value, any Error>) -> Void
   ) {

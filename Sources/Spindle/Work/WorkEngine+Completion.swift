@@ -77,6 +77,8 @@ extension WorkEngine {
     if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
     for (dependent, engine) in foreign { engine.makeReady(dependent) }
     for handler in completed.handlers { handler() }
+    // Handlers registered after the item ended (it looked finished, but the queue still counted it) run now.
+    item.markRetired().forEachElement { $0() }
     for waiter in waiters { waiter.resume() }
     for (other, var otherCompleted) in ended {
       otherCompleted.dependents = SmallList()  // `propagate` already told them

@@ -80,7 +80,6 @@ extension TiltShiftBatch {
               state.inFlight -= 1
               state.bytesInFlight -= state.costs.removeValue(forKey: index) ?? 0
               state.reports[index] = report
-              itemCounts.withLock { $0.endedFiles += 1 }
               state.totals = state.totals + report.timings
               switch report.outcome {
               case .succeeded(let width, let height, let read, let written):

@@ -17,10 +17,6 @@ struct ItemCounts {
   var added = 0
   /// Files that never started (refused by the memory budget, or cancelled first): their items count as done.
   var skippedFiles = 0
-  /// Files whose pipeline ended and whose report was recorded: their three items are done, even when a queue has
-  /// not yet retired the last of them. (A handler registered on work that just ended can run before the engine
-  /// retires it: a file whose decode failed at once reported while its encode item still counted as unfinished.)
-  var endedFiles = 0
 }
 
 extension TiltShiftBatch {
@@ -98,9 +94,7 @@ extension TiltShiftBatch {
       let filter = filterQueue.progress
       let outstanding = progress.total - progress.completed + filter.total - filter.completed
       progress.total = Self.itemsPerFile * items.count
-      progress.completed =
-        max(counts.added - outstanding, Self.itemsPerFile * counts.endedFiles)
-        + Self.itemsPerFile * counts.skippedFiles
+      progress.completed = counts.added - outstanding + Self.itemsPerFile * counts.skippedFiles
       return (progress, outstanding)
     }
   }
