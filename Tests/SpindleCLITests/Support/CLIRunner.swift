@@ -106,11 +106,16 @@ enum CLI {
     return nil
   }
 
-  /// Waits for a started process (see ``start(_:environment:)``) without blocking a cooperative thread.
+  /// How many times longer a child may run in CI's ThreadSanitizer run (`SPINDLE_EXPECT_TSAN=1`), where the
+  /// instrumented tool is several times slower: a 24-photo batch outlasted 60 s there on a loaded machine.
+  static let sanitizerSlowdown: Double = ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1" ? 4 : 1
+
+  /// Waits for a started process (see ``start(_:environment:)``) without blocking a cooperative thread; after
+  /// `timeout` seconds (times ``sanitizerSlowdown``) the process is stopped.
   static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) async -> CLIResult {
     await withCheckedContinuation { continuation in
       Thread.detachNewThread {
-        continuation.resume(returning: waitBlocking(process, out, err, timeout: timeout))
+        continuation.resume(returning: waitBlocking(process, out, err, timeout: timeout * sanitizerSlowdown))
       }
     }
   }
