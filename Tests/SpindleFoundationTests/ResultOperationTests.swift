@@ -96,7 +96,8 @@ import Testing
     let started = Counter()
     let fetch = TaskOperation { () async throws -> Image in
       started.increment()
-      try await Task.sleep(for: .seconds(30))
+      // Longer than any starved pool can hold the test before it cancels: only the cancellation ends this sleep.
+      try await Task.sleep(for: .seconds(3600))
       return makeImage(named: "never")
     }
     let filter = TiltShiftOperation(delay: 0.01)

@@ -37,7 +37,7 @@ func simulateNetworkImageLoadAsync(
   }
 }
 
-/// Waits for `queue` to drain, at most `seconds`; `false` means it hung.
+/// Waits for `queue` to drain, at most `seconds` (times ``hangBoundScale``); `false` means it hung.
 func drain(_ queue: OperationQueue, within seconds: Double = 60) -> Bool {
   let done = DispatchSemaphore(value: 0)
   let box = UncheckedBox(queue)
@@ -45,10 +45,10 @@ func drain(_ queue: OperationQueue, within seconds: Double = 60) -> Bool {
     box.value.waitUntilAllOperationsAreFinished()
     done.signal()
   }
-  return done.wait(timeout: .now() + seconds) == .success
+  return done.wait(timeout: .now() + seconds * hangBoundScale) == .success
 }
 
-/// Waits for `operation` to finish, at most `seconds`; `false` means it hung.
+/// Waits for `operation` to finish, at most `seconds` (times ``hangBoundScale``); `false` means it hung.
 func wait(for operation: Operation, within seconds: Double = 60) -> Bool {
   let done = DispatchSemaphore(value: 0)
   let box = UncheckedBox(operation)
@@ -56,7 +56,7 @@ func wait(for operation: Operation, within seconds: Double = 60) -> Bool {
     box.value.waitUntilFinished()
     done.signal()
   }
-  return done.wait(timeout: .now() + seconds) == .success
+  return done.wait(timeout: .now() + seconds * hangBoundScale) == .success
 }
 
 // Holds only OperationQueue and Operation, which are thread-safe (their own locks); the box only carries them
@@ -93,21 +93,16 @@ final class ProbeOperation: AsyncOperation, @unchecked Sendable {
   override func reportMisuse(_ misuse: Misuse) { log.record(misuse) }
 }
 
-/// How many times longer a hang bound is in CI's ThreadSanitizer run (`SPINDLE_EXPECT_TSAN=1`): there every access
-/// costs 5–15× more, and synchronous tests running beside a `TaskOperation` test hold the cooperative pool's
-/// threads (two on a 2-core machine) for longer; a bound of 60 s was outlasted in loaded TSan runs.
-let sanitizerSlowdown: Double = ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1" ? 4 : 1
-
 /// Waits for `queue` to drain without blocking a thread of Swift's cooperative pool (which `TaskOperation`
-/// bodies need), at most `seconds` (times ``sanitizerSlowdown``).
+/// bodies need), at most `seconds` (times ``hangBoundScale``).
 func drainWithoutBlocking(_ queue: OperationQueue, within seconds: Double = 60) async -> Bool {
   let box = UncheckedBox(queue)
-  return await offPool { drain(box.value, within: seconds * sanitizerSlowdown) }
+  return await offPool { drain(box.value, within: seconds) }
 }
 
 /// Waits for `operation` to finish from async code, on a thread of its own, at most `seconds` (times
-/// ``sanitizerSlowdown``); `false` means it hung.
+/// ``hangBoundScale``); `false` means it hung.
 func waitWithoutBlocking(for operation: Operation, within seconds: Double = 60) async -> Bool {
   let box = UncheckedBox(operation)
-  return await offPool { wait(for: box.value, within: seconds * sanitizerSlowdown) }
+  return await offPool { wait(for: box.value, within: seconds) }
 }

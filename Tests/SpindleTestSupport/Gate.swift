@@ -19,7 +19,10 @@ package final class Gate: Sendable {
 
   /// Blocks until opened, at most `seconds` (a minute: a test that opens it after an `await` can be held back for
   /// tens of seconds by a starved cooperative pool); returns false when it timed out. Call it off the cooperative pool
-  /// (from a Dispatch block, a thread, or `await offPool { gate.wait() }`).
+  /// (from a Dispatch block, a thread, or `await offPool { gate.wait() }`). Under a sanitizer the bound is
+  /// ``hangBoundScale`` times longer.
   @discardableResult
-  package func wait(seconds: Double = 60) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+  package func wait(seconds: Double = 60) -> Bool {
+    semaphore.wait(timeout: .now() + seconds * hangBoundScale) == .success
+  }
 }

@@ -100,7 +100,9 @@ import Testing
       Array(png.prefix(33)) + TestImages.be32(0x6174_6122) + Array("iTXt".utf8) + Array(repeating: 0x41, count: 200)
     let before = peakResidentKilobytes()
     let error = try #require(caught { _ = try decoder.decode(hostile) })
-    #expect(peakResidentKilobytes() - before < 64 * 1024, "no gigabyte allocation")
+    // The peak is the whole process's, and other suites decode 12 MP photos beside this one: a bound far below the
+    // 1.6 GB the bug cost, and far above what a neighbour can add between the two reads.
+    #expect(peakResidentKilobytes() - before < 512 * 1024, "no gigabyte allocation")
     guard case .truncated(.png, 0, 8, _) = error.kind else {
       Issue.record("expected truncation before any row, got \(error.kind)")
       return

@@ -66,7 +66,7 @@ enum CLI {
     then action: @escaping @Sendable (Process) -> Void = { _ in }
   ) async -> Bool {
     await offPool {
-      let deadline = Date().addingTimeInterval(seconds)
+      let deadline = Date().addingTimeInterval(seconds * hangBoundScale)
       while Date() < deadline, process.isRunning {
         if condition() {
           guard process.isRunning else { return false }
@@ -106,16 +106,12 @@ enum CLI {
     return nil
   }
 
-  /// How many times longer a child may run in CI's ThreadSanitizer run (`SPINDLE_EXPECT_TSAN=1`), where the
-  /// instrumented tool is several times slower: a 24-photo batch outlasted 60 s there on a loaded machine.
-  static let sanitizerSlowdown: Double = ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1" ? 4 : 1
-
   /// Waits for a started process (see ``start(_:environment:)``) without blocking a cooperative thread; after
-  /// `timeout` seconds (times ``sanitizerSlowdown``) the process is stopped.
+  /// `timeout` seconds (times ``hangBoundScale``) the process is stopped.
   static func wait(_ process: Process, _ out: Pipe, _ err: Pipe, timeout: Double = 120) async -> CLIResult {
     await withCheckedContinuation { continuation in
       Thread.detachNewThread {
-        continuation.resume(returning: waitBlocking(process, out, err, timeout: timeout * sanitizerSlowdown))
+        continuation.resume(returning: waitBlocking(process, out, err, timeout: timeout * hangBoundScale))
       }
     }
   }

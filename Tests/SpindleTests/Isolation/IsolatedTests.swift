@@ -137,7 +137,7 @@ private func busyWork(_ n: Int) -> Int {
       $0 = true
       applied.signal()
     }
-    #expect(applied.wait(timeout: .now() + .seconds(10)) == .success)
+    #expect(applied.wait(timeout: .now() + 120 * hangBoundScale) == .success)
     #expect(flag.read { $0 })
   }
 

@@ -169,11 +169,14 @@ struct WorkEngineTests {
   func cancelledValueAwaiter() async throws {
     let queue = WorkQueue(name: "await-cancel", maxConcurrent: 1)
     let gate = Gate()
+    let started = Gate()
     let slow = queue.add(name: "slow") {
+      started.open()
       gate.wait()
       return 7
     }
     let awaiting = Task { try await slow.value }
+    await offPool { started.wait() }
     try await Task.sleep(for: .milliseconds(20))
     awaiting.cancel()
     await #expect(throws: CancellationError.self) { try await awaiting.value }
