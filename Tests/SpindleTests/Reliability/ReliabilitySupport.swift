@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SpindleTestSupport
 import Synchronization
 
 @testable import Spindle
@@ -36,8 +37,9 @@ enum Reliability {
   }
 
   /// A time bound in seconds: `full` under `SPINDLE_STRESS=full`, else `bounded`, never shrunk under sanitizers
-  /// (sizes shrink there; waits must not).
-  static func seconds(_ bounded: Int, full: Int) -> Double { Double(isFull ? full : bounded) }
+  /// (sizes shrink there; waits must not) but stretched by ``hangBoundScale`` (in CI's ThreadSanitizer run, async
+  /// bodies of the cancellation test once waited over 60 s for a cooperative pool that other suites held).
+  static func seconds(_ bounded: Int, full: Int) -> Double { Double(isFull ? full : bounded) * hangBoundScale }
 
   /// A deterministic generator (SplitMix64), so a failing seed replays.
   typealias Random = SeededGenerator
