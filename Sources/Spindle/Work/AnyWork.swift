@@ -93,27 +93,29 @@ public class AnyWork: @unchecked Sendable {
   // The owning engine's state lock.
   @exclusivity(unchecked) unowned(unsafe) var registryPrevious: AnyWork?
 
+  // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
+  // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
   init(
-    engine: WorkEngine,
-    name: String?,
+    engine: consuming WorkEngine,
+    name: consuming String?,
     priority: WorkPriority,
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
-    dependencies: DependencyList,
-    extras: WorkExtras?,
-    body: ErasedBody
+    dependencies: consuming DependencyList,
+    extras: consuming WorkExtras?,
+    body: consuming ErasedBody
   ) {
-    self.engine = engine
-    self.dependencyList = dependencies
-    self.extras = extras
+    if case .async = body { isAsync = true } else { isAsync = false }
     self.queueName = engine.name
-    self.body = body
-    self.name = name
+    self.engine = consume engine
+    self.dependencyList = consume dependencies
+    self.extras = consume extras
+    self.body = consume body
+    self.name = consume name
     self.rawPriority = Atomic(priority.rawValue)
     self.acceptsFailedDependencies = acceptsFailedDependencies
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
-    if case .async = body { isAsync = true } else { isAsync = false }
   }
 
   /// Records the first call of a callback body's `finish`; `false` for any later one (the caller then reports it
