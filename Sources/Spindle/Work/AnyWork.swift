@@ -274,18 +274,26 @@ public class AnyWork: @unchecked Sendable {
   /// Runs the body if the work is still ready. Called by whoever holds a slot of the queue for it.
   ///
   /// Not generic: the body was erased when the work was created, so the hot path needs no type metadata.
-  final func execute() -> Execution {
+  ///
+  /// `owner` is the engine that took the item from its scheduler: the item's own `engine` (an item is queued and
+  /// started only by the engine it holds, which it drops only when it completes, and ready work has not completed).
+  /// The caller holds it for the whole call, so this reads nothing of `engine` (a load, a retain and a release).
+  final func execute(on owner: WorkEngine) -> Execution {
     lock.lock()
-    guard case .ready = phase, let body else {
+    guard case .ready = phase else {
       lock.unlock()
       return .skipped
     }
+    // Moved out, not copied and then cleared (a retain and a release of the closure).
+    guard let body = self.body.take() else {
+      lock.unlock()
+      return .skipped
+    }
+    assert(owner === engine, "Spindle: work started by an engine that is not its own")
     phase = .running
     startedAt = Platform.coarseUptimeNanoseconds
-    // One load of the engine for everything below (each `engine?.` is a load, a retain and a release).
-    let owner = engine
-    let trace = owner?.trace
-    if let owner, owner.isObserved.load(ordering: .relaxed) {
+    let trace = owner.trace
+    if owner.isObserved.load(ordering: .relaxed) {
       let attempt = extras?.attempts ?? 1
       lock.unlock()
       owner.emit(.willStart(attempt: attempt), for: self)
@@ -295,14 +303,12 @@ public class AnyWork: @unchecked Sendable {
     if let extras {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
-      self.body = nil
       lock.unlock()
       return executeWithExtras(body, extras, trace)
     }
-    self.body = nil
     lock.unlock()
     // Only an `async` body's task needs the queue's priority.
-    switch run(body, trace: trace, priority: isAsync ? owner?.taskPriority : nil) {
+    switch run(body, trace: trace, priority: isAsync ? owner.taskPriority : nil) {
     case .detached:
       return .detached
     case .ended(let termination):
@@ -324,8 +330,8 @@ public class AnyWork: @unchecked Sendable {
   }
 
   /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
-  private func run(_ body: ErasedBody, trace: WorkTrace?, priority: TaskPriority?) -> BodyRun {
-    switch body {
+  private func run(_ body: consuming ErasedBody, trace: WorkTrace?, priority: TaskPriority?) -> BodyRun {
+    switch consume body {
     case .sync(let run):
       let start = trace?.now()
       let saved = WorkContext.bind(self)

@@ -25,7 +25,7 @@ extension WorkEngine {
   func startHolding(_ first: AnyWork) {
     var item = first
     while item.isAsync {
-      switch item.execute() {
+      switch item.execute(on: self) {
       case .detached:
         return
       case .completed(let completed):
@@ -65,7 +65,7 @@ extension WorkEngine {
     var item = first
     while true {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
-      switch item.execute() {
+      switch item.execute(on: self) {
       case .completed(let completed):
         step = completeOnWorker(item, completed)
       case .skipped, .parked:

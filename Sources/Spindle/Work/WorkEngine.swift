@@ -260,8 +260,9 @@ struct EngineState {
     added += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     scheduler.added()
-    item.registryNext = registryHead
+    // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
     registryHead?.registryPrevious = item
+    item.registryNext = registryHead.take()
     registryHead = item
   }
 
@@ -273,15 +274,15 @@ struct EngineState {
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       released = barriers.remove(at: index).followers
     }
-    let next = item.registryNext
+    // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
+    let next = item.registryNext.take()
     let previous = item.registryPrevious
+    next?.registryPrevious = previous
     if let previous {
       previous.registryNext = next
     } else {
       registryHead = next
     }
-    next?.registryPrevious = previous
-    item.registryNext = nil
     item.registryPrevious = nil
     return scheduler.retired()
   }
