@@ -583,16 +583,36 @@ public class AnyWork: @unchecked Sendable {
   /// Counts down one resolved dependency; the engine to queue the work on when that was the last one and the
   /// work is now ready, `nil` otherwise (more to wait for, or completed — cancelled — in the meantime).
   final func dependencyResolved() -> WorkEngine? {
-    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return nil }
+    switch dependencyResolved(on: nil) {
+    case .waiting, .local: return nil
+    case .elsewhere(let engine): return engine
+    }
+  }
+
+  /// How counting down a resolved dependency left the work.
+  enum Resolution {
+    /// More to wait for, or completed (cancelled) in the meantime.
+    case waiting
+    /// Ready now, and its engine is the one the caller asked about (no reference to it is taken).
+    case local
+    /// Ready now, on this engine.
+    case elsewhere(WorkEngine)
+  }
+
+  /// Counts down one resolved dependency, as ``dependencyResolved()``; when the work is now ready and its engine is
+  /// `local`, says so without taking a reference to the engine (a retain and a release on every chained item).
+  final func dependencyResolved(on local: WorkEngine?) -> Resolution {
+    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return .waiting }
     var done = DependencyList.none
-    let owner: WorkEngine? = lock.withLock {
-      guard case .pending = phase else { return nil }
+    let resolution: Resolution = lock.withLock {
+      guard case .pending = phase else { return .waiting }
       phase = .ready
       swap(&done, &dependencyList)
-      return engine
+      guard let engine else { return .waiting }
+      return engine === local ? .local : .elsewhere(engine)
     }
     // The dependencies (and whatever their release frees) go here, outside the item's lock.
-    return owner
+    return resolution
   }
 
   /// Runs `handler` once the work is complete and retired by its queue: now (on this thread) if it already is.

@@ -3,7 +3,7 @@ extension WorkEngine {
   /// Retires an item a worker completed and returns the worker's next step, in one visit to the lock.
   func completeOnWorker(
     _ item: AnyWork,
-    _ completed: Completed
+    _ completed: borrowing Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
     retire(item, completed) { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
   }
@@ -23,23 +23,17 @@ extension WorkEngine {
   @inline(__always)
   private func retire<Next>(
     _ item: AnyWork,
-    _ completed: Completed,
+    _ completed: borrowing Completed,
     then decide: (inout EngineState) -> Next
   ) -> Next {
-    var ready = SmallList<(AnyWork, WorkEngine)>()
-    var ended: [(AnyWork, Completed)] = []
-    Self.propagate(completed, ready: &ready, ended: &ended)
+    var ready = SmallList<AnyWork>()
     var foreign = SmallList<(AnyWork, WorkEngine)>()
+    var ended: [(AnyWork, Completed)] = []
+    propagate(completed, ready: &ready, foreign: &foreign, ended: &ended)
     var released: [AnyWork] = []
     let (next, starts, waiters) = state.withLock { state in
       let waiters = state.unregister(item, released: &released)
-      for (dependent, engine) in ready {
-        if engine === self {
-          state.scheduler.push(dependent, priority: dependent.priority.rawValue)
-        } else {
-          foreign.append((dependent, engine))
-        }
-      }
+      ready.forEachElement { dependent in state.scheduler.push(dependent, priority: dependent.priority.rawValue) }
       let next = decide(&state)
       let starts = state.scheduler.takeStarts()
       if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
@@ -64,7 +58,7 @@ extension WorkEngine {
     _ item: AnyWork,
     starts: SmallList<AnyWork>,
     foreign: SmallList<(AnyWork, WorkEngine)>,
-    completed: Completed,
+    completed: borrowing Completed,
     waiters: [Waiter],
     ended: [(AnyWork, Completed)],
     released: [AnyWork]
@@ -76,7 +70,7 @@ extension WorkEngine {
     }
     if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
     for (dependent, engine) in foreign { engine.makeReady(dependent) }
-    for handler in completed.handlers { handler() }
+    completed.handlers.forEachElement { $0() }
     // Handlers registered after the item ended (it looked finished, but the queue still counted it) run now.
     item.markRetired().forEachElement { $0() }
     for waiter in waiters { waiter.resume() }
@@ -86,27 +80,38 @@ extension WorkEngine {
     }
   }
 
-  /// Tells the dependents of a completed item; those that end too (a failed or cancelled dependency) are
-  /// followed iteratively, so long chains cannot overflow the stack.
-  static func propagate(
-    _ completed: Completed,
-    ready: inout SmallList<(AnyWork, WorkEngine)>,
+  /// Tells the dependents of a completed item: those now ready go to `ready` when they run on this engine, to
+  /// `foreign` with their engine otherwise; those that end too (a failed or cancelled dependency) are followed
+  /// iteratively, so long chains cannot overflow the stack.
+  ///
+  /// The completed item's dependents are read in place (borrowed, not copied: a copy of the list is a retain and
+  /// a release of each reference in it).
+  func propagate(
+    _ completed: borrowing Completed,
+    ready: inout SmallList<AnyWork>,
+    foreign: inout SmallList<(AnyWork, WorkEngine)>,
     ended: inout [(AnyWork, Completed)]
   ) {
-    var dependents = completed.dependents
-    var termination = completed.termination
-    var index = 0
-    while true {
-      for dependent in dependents {
-        if termination.isSuccess || dependent.acceptsFailedDependencies {
-          if let engine = dependent.dependencyResolved() { ready.append((dependent, engine)) }
-        } else if let endedCompleted = dependent.completeWithoutRunning(termination) {
+    func tell(_ dependents: borrowing SmallList<AnyWork>, _ termination: borrowing Termination) {
+      let success = termination.isSuccess
+      dependents.forEachElement { dependent in
+        if success || dependent.acceptsFailedDependencies {
+          switch dependent.dependencyResolved(on: self) {
+          case .waiting: break
+          case .local: ready.append(dependent)
+          case .elsewhere(let engine): foreign.append((dependent, engine))
+          }
+        } else if let endedCompleted = dependent.completeWithoutRunning(copy termination) {
           ended.append((dependent, endedCompleted))
         }
       }
-      guard index < ended.count else { return }
-      dependents = ended[index].1.dependents
-      termination = ended[index].1.termination
+    }
+    tell(completed.dependents, completed.termination)
+    var index = 0
+    while index < ended.count {
+      // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running).
+      let (dependents, termination) = (ended[index].1.dependents, ended[index].1.termination)
+      tell(dependents, termination)
       index += 1
     }
   }

@@ -65,7 +65,10 @@ extension WorkEngine {
     var item = first
     while true {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
-      switch item.execute(on: self) {
+      // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
+      // release of each reference in them).
+      let execution = item.execute(on: self)
+      switch consume execution {
       case .completed(let completed):
         step = completeOnWorker(item, completed)
       case .skipped, .parked:
@@ -84,7 +87,7 @@ extension WorkEngine {
       case .detached:
         return  // the `async` or callback body holds the slot now
       }
-      switch step {
+      switch consume step {
       case .run(let next):
         item = next
       case .linger:

@@ -77,7 +77,8 @@ final class WorkEngine: @unchecked Sendable {
     }
     if first == nil && dependencies.isEmpty {
       // pending → ready (unless delayed); nothing else can see the item yet
-      let ready = work.dependencyResolved() != nil
+      let ready: Bool
+      if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
       let starts = state.withLock { state in
         state.register(work)
         guard ready else { return SmallList<AnyWork>() }
@@ -91,7 +92,8 @@ final class WorkEngine: @unchecked Sendable {
     state.withLock { $0.register(work) }
     if let first, !wire(work, to: first) { return }
     for dependency in dependencies where !wire(work, to: dependency) { return }
-    if work.dependencyResolved() != nil { makeReady(work) }
+    if case .waiting = work.dependencyResolved(on: self) { return }
+    makeReady(work)
   }
 
   /// Makes `work` a dependent of `dependency`, or counts the dependency as resolved if it already ended; returns
