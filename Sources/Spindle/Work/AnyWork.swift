@@ -90,8 +90,11 @@ public class AnyWork: @unchecked Sendable {
 
   // The owning engine's state lock.
   @exclusivity(unchecked) var registryNext: AnyWork?
-  // The owning engine's state lock.
-  @exclusivity(unchecked) unowned(unsafe) var registryPrevious: AnyWork?
+  // The owning engine's state lock. Not a strong reference: the previous item is held by the link before it (its
+  // `registryNext`, or the engine's `registryHead`) for as long as it is in the registry, and it leaves the registry
+  // (under that lock) only after it updated this field of its successor. Unmanaged, so that following it costs no
+  // retain and release.
+  @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
 
   // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
   // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
@@ -308,7 +311,7 @@ public class AnyWork: @unchecked Sendable {
     }
     lock.unlock()
     // Only an `async` body's task needs the queue's priority.
-    switch run(body, trace: trace, priority: isAsync ? owner.taskPriority : nil) {
+    switch run(body, trace: trace, priority: isAsync ? owner.taskPriority : nil, key: owner.workKey) {
     case .detached:
       return .detached
     case .ended(let termination):
@@ -330,13 +333,21 @@ public class AnyWork: @unchecked Sendable {
   }
 
   /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
-  private func run(_ body: consuming ErasedBody, trace: WorkTrace?, priority: TaskPriority?) -> BodyRun {
+  ///
+  /// `key` is the thread-specific slot of ``WorkContext`` (the engine keeps a copy: reading the global costs a
+  /// `swift_once` call at each use).
+  private func run(
+    _ body: consuming ErasedBody,
+    trace: WorkTrace?,
+    priority: TaskPriority?,
+    key: ThreadLocalKey
+  ) -> BodyRun {
     switch consume body {
     case .sync(let run):
       let start = trace?.now()
-      let saved = WorkContext.bind(self)
+      let saved = WorkContext.bind(self, key: key)
       let termination = run(self)
-      WorkContext.restore(saved)
+      WorkContext.restore(saved, key: key)
       if let trace, let start {
         trace.record(self, start: start, thread: currentThreadID(), termination: termination)
       }
@@ -357,10 +368,10 @@ public class AnyWork: @unchecked Sendable {
     case .callback(let run):
       lock.withLock { inBody = true }
       trace?.recordStart(self)
-      let saved = WorkContext.bind(self)
+      let saved = WorkContext.bind(self, key: key)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
       WorkContext.$taskWork.withValue(self) { run(self) }
-      WorkContext.restore(saved)
+      WorkContext.restore(saved, key: key)
       let inline: Termination? = lock.withLock {
         inBody = false
         defer { inlineTermination = nil }
@@ -443,7 +454,7 @@ public class AnyWork: @unchecked Sendable {
       }
     }
     let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.taskPriority }
-    switch run(body, trace: trace, priority: priority) {
+    switch run(body, trace: trace, priority: priority, key: threadWorkKey) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
     }
@@ -736,12 +747,15 @@ enum DependencyList: Sendable {
   case many([AnyWork])
 
   /// `first` (if any) followed by `more`.
-  init(first: AnyWork?, more: [AnyWork]) {
-    switch (first, more.isEmpty) {
-    case (nil, true): self = .none
-    case (nil, false): self = .many(more)
-    case (let first?, true): self = .one(first)
-    case (let first?, false): self = .many([first] + more)
+  ///
+  /// Borrowed: the common case of no dependency copies (retains) neither of them.
+  init(first: borrowing AnyWork?, more: borrowing [AnyWork]) {
+    if more.isEmpty {
+      if let first = copy first { self = .one(first) } else { self = .none }
+    } else if let first = copy first {
+      self = .many([first] + more)
+    } else {
+      self = .many(copy more)
     }
   }
 

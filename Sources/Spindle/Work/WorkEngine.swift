@@ -25,6 +25,8 @@ final class WorkEngine: @unchecked Sendable {
   #endif
 
   let state: Locked<EngineState>
+  /// ``threadWorkKey``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
+  let workKey = threadWorkKey
   /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
   let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
@@ -263,7 +265,7 @@ struct EngineState {
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     scheduler.added()
     // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
-    registryHead?.registryPrevious = item
+    registryHead?.registryPrevious = Unmanaged.passUnretained(item)
     item.registryNext = registryHead.take()
     registryHead = item
   }
@@ -278,14 +280,14 @@ struct EngineState {
     }
     // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
     let next = item.registryNext.take()
-    let previous = item.registryPrevious
+    let previous = item.registryPrevious.take()
     next?.registryPrevious = previous
     if let previous {
-      previous.registryNext = next
+      // Alive: the link before it holds it (see `AnyWork.registryPrevious`), and we hold the lock.
+      previous._withUnsafeGuaranteedRef { $0.registryNext = next }
     } else {
       registryHead = next
     }
-    item.registryPrevious = nil
     return scheduler.retired()
   }
 
