@@ -316,7 +316,7 @@ public class AnyWork: @unchecked Sendable {
       return .detached
     case .ended(let termination):
       let completed: Completed? = lock.withLock {
-        guard phase.termination == nil else { return nil }
+        guard !phase.isFinal else { return nil }
         return completeLocked(termination)
       }
       guard let completed else { preconditionFailure("Spindle: running work completed twice") }
@@ -375,7 +375,7 @@ public class AnyWork: @unchecked Sendable {
       let inline: Termination? = lock.withLock {
         inBody = false
         defer { inlineTermination = nil }
-        return phase.termination == nil ? inlineTermination : nil
+        return !phase.isFinal ? inlineTermination : nil
       }
       guard let inline else { return .detached }
       trace?.recordEnd(self, termination: inline)
@@ -387,7 +387,7 @@ public class AnyWork: @unchecked Sendable {
   final func finishDetached(_ termination: Termination) {
     let retryable = retryableError(termination)
     let settled: Settled? = lock.withLock {
-      guard phase.termination == nil else { return nil }
+      guard !phase.isFinal else { return nil }
       if inBody {
         // A callback body called `finish` before returning: its worker completes the work.
         inlineTermination = termination
@@ -464,7 +464,7 @@ public class AnyWork: @unchecked Sendable {
   private func settleOnWorker(_ termination: Termination) -> Execution {
     let retryable = retryableError(termination)
     let settled: Settled? = lock.withLock {
-      guard phase.termination == nil else { return nil }
+      guard !phase.isFinal else { return nil }
       return settleLocked(termination, retryable: retryable)
     }
     switch settled {
@@ -676,6 +676,15 @@ enum Phase {
     case .failed(let error): .failed(error)
     case .cancelled: .cancelled
     case .cancelledWithReason(let error): .failed(error)
+    }
+  }
+
+  /// Whether the work completed (`termination != nil`, without building the termination: that copied the error and
+  /// destroyed the copy at each check).
+  var isFinal: Bool {
+    switch self {
+    case .pending, .ready, .running: false
+    case .finished, .failed, .cancelled, .cancelledWithReason: true
     }
   }
 

@@ -199,7 +199,7 @@ final class WorkEngine: @unchecked Sendable {
     let (started, done, key, mayStartAgain): (Bool, Bool, String?, Bool) = work.lock.withLock {
       let options = work.extras?.options
       return (
-        work.phase.isStarted, work.phase.termination != nil, options?.exclusive,
+        work.phase.isStarted, work.phase.isFinal, options?.exclusive,
         options?.retry != nil || options?.exclusive != nil
       )
     }
