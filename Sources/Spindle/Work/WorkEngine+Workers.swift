@@ -62,8 +62,10 @@ extension WorkEngine {
   /// Each completion visits the lock once: it retires the item, queues the dependents it made ready and takes
   /// the next item, so no ready item ever waits in a worker's private list.
   func runWorker(_ first: AnyWork) {
-    var item = first
-    while true {
+    // Each item moves out of `upcoming` (`take`) into a constant of the loop: calling a method on a `var` copied
+    // (retained and released) the item for the call.
+    var upcoming: AnyWork? = first
+    while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
@@ -89,10 +91,9 @@ extension WorkEngine {
       }
       switch consume step {
       case .run(let next):
-        item = next
+        upcoming = next
       case .linger:
-        guard let next = linger() else { return }
-        item = next
+        upcoming = linger()
       case .exit:
         return
       }
