@@ -27,28 +27,19 @@ extension WorkEngine {
     then decide: (inout EngineState) -> Next
   ) -> Next {
     var ready = SmallList<AnyWork>()
-    var foreign = SmallList<(AnyWork, WorkEngine)>()
-    var ended: [(AnyWork, Completed)] = []
-    propagate(completed, ready: &ready, foreign: &foreign, ended: &ended)
-    var released: [AnyWork] = []
+    // Nil on the common path: no lists to destroy (a release call each) when nothing rare happened.
+    var rare: RareRetirement? = nil
+    propagate(completed, ready: &ready, rare: &rare)
     let (next, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item, released: &released)
+      let waiters = state.unregister(item, rare: &rare)
       ready.forEachElement { dependent in state.scheduler.push(dependent, priority: dependent.priority.rawValue) }
       let next = decide(&state)
       let starts = state.scheduler.takeStarts()
-      if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
+      if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (next, starts, waiters)
     }
-    finishRetiring(
-      item,
-      starts: starts,
-      foreign: foreign,
-      completed: completed,
-      waiters: waiters,
-      ended: ended,
-      released: released
-    )
+    finishRetiring(item, starts: starts, completed: completed, waiters: waiters, rare: rare)
     return next
   }
 
@@ -57,40 +48,43 @@ extension WorkEngine {
   private func finishRetiring(
     _ item: AnyWork,
     starts: SmallList<AnyWork>,
-    foreign: SmallList<(AnyWork, WorkEngine)>,
     completed: borrowing Completed,
     waiters: [Waiter],
-    ended: [(AnyWork, Completed)],
-    released: [AnyWork]
+    rare: RareRetirement?
   ) {
     start(starts)
     emit(.finished(WorkOutcome(completed.termination)), for: item)
-    for follower in released {
-      if let engine = follower.dependencyResolved() { engine.makeReady(follower) }
+    if let released = rare?.released {
+      for follower in released {
+        if let engine = follower.dependencyResolved() { engine.makeReady(follower) }
+      }
     }
     if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
-    for (dependent, engine) in foreign { engine.makeReady(dependent) }
+    if let foreign = rare?.foreign {
+      for (dependent, engine) in foreign { engine.makeReady(dependent) }
+    }
     completed.handlers.forEachElement { $0() }
     // Handlers registered after the item ended (it looked finished, but the queue still counted it) run now.
     item.markRetired().forEachElement { $0() }
     for waiter in waiters { waiter.resume() }
-    for (other, var otherCompleted) in ended {
-      otherCompleted.dependents = SmallList()  // `propagate` already told them
-      otherCompleted.engine?.retire(other, completed: otherCompleted)
+    if let ended = rare?.ended {
+      for (other, var otherCompleted) in ended {
+        otherCompleted.dependents = SmallList()  // `propagate` already told them
+        otherCompleted.engine?.retire(other, completed: otherCompleted)
+      }
     }
   }
 
   /// Tells the dependents of a completed item: those now ready go to `ready` when they run on this engine, to
-  /// `foreign` with their engine otherwise; those that end too (a failed or cancelled dependency) are followed
-  /// iteratively, so long chains cannot overflow the stack.
+  /// `rare.foreign` with their engine otherwise; those that end too (a failed or cancelled dependency) go to
+  /// `rare.ended` and are followed iteratively, so long chains cannot overflow the stack.
   ///
   /// The completed item's dependents are read in place (borrowed, not copied: a copy of the list is a retain and
   /// a release of each reference in it).
   func propagate(
     _ completed: borrowing Completed,
     ready: inout SmallList<AnyWork>,
-    foreign: inout SmallList<(AnyWork, WorkEngine)>,
-    ended: inout [(AnyWork, Completed)]
+    rare: inout RareRetirement?
   ) {
     func tell(_ dependents: borrowing SmallList<AnyWork>, _ termination: borrowing Termination) {
       let success = termination.isSuccess
@@ -99,20 +93,31 @@ extension WorkEngine {
           switch dependent.dependencyResolved(on: self) {
           case .waiting: break
           case .local: ready.append(dependent)
-          case .elsewhere(let engine): foreign.append((dependent, engine))
+          case .elsewhere(let engine):
+            if rare == nil { rare = RareRetirement() }
+            rare!.foreign.append((dependent, engine))
           }
         } else if let endedCompleted = dependent.completeWithoutRunning(copy termination) {
-          ended.append((dependent, endedCompleted))
+          if rare == nil { rare = RareRetirement() }
+          rare!.ended.append((dependent, endedCompleted))
         }
       }
     }
     tell(completed.dependents, completed.termination)
     var index = 0
-    while index < ended.count {
+    while let rareNow = rare, index < rareNow.ended.count {
       // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running).
-      let (dependents, termination) = (ended[index].1.dependents, ended[index].1.termination)
+      let (dependents, termination) = (rareNow.ended[index].1.dependents, rareNow.ended[index].1.termination)
       tell(dependents, termination)
       index += 1
     }
   }
+}
+
+/// What a retirement rarely has: dependents ready on other queues, dependents that ended without running (a
+/// failed or cancelled dependency), and the followers of a barrier that completed.
+struct RareRetirement {
+  var foreign = SmallList<(AnyWork, WorkEngine)>()
+  var ended: [(AnyWork, Completed)] = []
+  var released: [AnyWork] = []
 }

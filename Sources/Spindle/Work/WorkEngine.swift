@@ -271,12 +271,13 @@ struct EngineState {
   }
 
   /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
-  /// followers of a barrier that completed in `released`.
-  mutating func unregister(_ item: AnyWork, released: inout [AnyWork]) -> [Waiter] {
+  /// followers of a barrier that completed in `rare.released`.
+  mutating func unregister(_ item: AnyWork, rare: inout RareRetirement?) -> [Waiter] {
     completed += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
-      released = barriers.remove(at: index).followers
+      if rare == nil { rare = RareRetirement() }
+      rare!.released = barriers.remove(at: index).followers
     }
     // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
     let next = item.registryNext.take()
