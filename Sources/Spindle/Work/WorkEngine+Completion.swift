@@ -105,9 +105,10 @@ extension WorkEngine {
     }
     tell(completed.dependents, completed.termination)
     var index = 0
-    while let rareNow = rare, index < rareNow.ended.count {
-      // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running).
-      let (dependents, termination) = (rareNow.ended[index].1.dependents, rareNow.ended[index].1.termination)
+    while let count = rare?.ended.count, index < count {
+      // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running). Only the one
+      // entry is copied: a copy of `rare` kept across `tell` would make each append copy the whole array.
+      let (dependents, termination) = (rare!.ended[index].1.dependents, rare!.ended[index].1.termination)
       tell(dependents, termination)
       index += 1
     }
