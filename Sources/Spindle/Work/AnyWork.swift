@@ -90,30 +90,35 @@ public class AnyWork: @unchecked Sendable {
 
   // The owning engine's state lock.
   @exclusivity(unchecked) var registryNext: AnyWork?
-  // The owning engine's state lock.
-  @exclusivity(unchecked) unowned(unsafe) var registryPrevious: AnyWork?
+  // The owning engine's state lock. Not a strong reference: the previous item is held by the link before it (its
+  // `registryNext`, or the engine's `registryHead`) for as long as it is in the registry, and it leaves the registry
+  // (under that lock) only after it updated this field of its successor. Unmanaged, so that following it costs no
+  // retain and release.
+  @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
 
+  // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
+  // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
   init(
-    engine: WorkEngine,
-    name: String?,
+    engine: consuming WorkEngine,
+    name: consuming String?,
     priority: WorkPriority,
     dependencyCount: Int,
     acceptsFailedDependencies: Bool,
-    dependencies: DependencyList,
-    extras: WorkExtras?,
-    body: ErasedBody
+    dependencies: consuming DependencyList,
+    extras: consuming WorkExtras?,
+    body: consuming ErasedBody
   ) {
-    self.engine = engine
-    self.dependencyList = dependencies
-    self.extras = extras
+    if case .async = body { isAsync = true } else { isAsync = false }
     self.queueName = engine.name
-    self.body = body
-    self.name = name
+    self.engine = consume engine
+    self.dependencyList = consume dependencies
+    self.extras = consume extras
+    self.body = consume body
+    self.name = consume name
     self.rawPriority = Atomic(priority.rawValue)
     self.acceptsFailedDependencies = acceptsFailedDependencies
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
-    if case .async = body { isAsync = true } else { isAsync = false }
   }
 
   /// Records the first call of a callback body's `finish`; `false` for any later one (the caller then reports it
@@ -272,18 +277,26 @@ public class AnyWork: @unchecked Sendable {
   /// Runs the body if the work is still ready. Called by whoever holds a slot of the queue for it.
   ///
   /// Not generic: the body was erased when the work was created, so the hot path needs no type metadata.
-  final func execute() -> Execution {
+  ///
+  /// `owner` is the engine that took the item from its scheduler: the item's own `engine` (an item is queued and
+  /// started only by the engine it holds, which it drops only when it completes, and ready work has not completed).
+  /// The caller holds it for the whole call, so this reads nothing of `engine` (a load, a retain and a release).
+  final func execute(on owner: WorkEngine) -> Execution {
     lock.lock()
-    guard case .ready = phase, let body else {
+    guard case .ready = phase else {
       lock.unlock()
       return .skipped
     }
+    // Moved out, not copied and then cleared (a retain and a release of the closure).
+    guard let body = self.body.take() else {
+      lock.unlock()
+      return .skipped
+    }
+    assert(owner === engine, "Spindle: work started by an engine that is not its own")
     phase = .running
     startedAt = Platform.coarseUptimeNanoseconds
-    // One load of the engine for everything below (each `engine?.` is a load, a retain and a release).
-    let owner = engine
-    let trace = owner?.trace
-    if let owner, owner.isObserved.load(ordering: .relaxed) {
+    let trace = owner.trace
+    if owner.isObserved.load(ordering: .relaxed) {
       let attempt = extras?.attempts ?? 1
       lock.unlock()
       owner.emit(.willStart(attempt: attempt), for: self)
@@ -293,19 +306,17 @@ public class AnyWork: @unchecked Sendable {
     if let extras {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
-      self.body = nil
       lock.unlock()
       return executeWithExtras(body, extras, trace)
     }
-    self.body = nil
     lock.unlock()
     // Only an `async` body's task needs the queue's priority.
-    switch run(body, trace: trace, priority: isAsync ? owner?.taskPriority : nil) {
+    switch run(body, trace: trace, priority: isAsync ? owner.taskPriority : nil, key: owner.workKey) {
     case .detached:
       return .detached
     case .ended(let termination):
       let completed: Completed? = lock.withLock {
-        guard phase.termination == nil else { return nil }
+        guard !phase.isFinal else { return nil }
         return completeLocked(termination)
       }
       guard let completed else { preconditionFailure("Spindle: running work completed twice") }
@@ -322,13 +333,21 @@ public class AnyWork: @unchecked Sendable {
   }
 
   /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
-  private func run(_ body: ErasedBody, trace: WorkTrace?, priority: TaskPriority?) -> BodyRun {
-    switch body {
+  ///
+  /// `key` is the thread-specific slot of ``WorkContext`` (the engine keeps a copy: reading the global costs a
+  /// `swift_once` call at each use).
+  private func run(
+    _ body: consuming ErasedBody,
+    trace: WorkTrace?,
+    priority: TaskPriority?,
+    key: ThreadLocalKey
+  ) -> BodyRun {
+    switch consume body {
     case .sync(let run):
       let start = trace?.now()
-      let saved = WorkContext.bind(self)
+      let saved = WorkContext.bind(self, key: key)
       let termination = run(self)
-      WorkContext.restore(saved)
+      WorkContext.restore(saved, key: key)
       if let trace, let start {
         trace.record(self, start: start, thread: currentThreadID(), termination: termination)
       }
@@ -349,14 +368,14 @@ public class AnyWork: @unchecked Sendable {
     case .callback(let run):
       lock.withLock { inBody = true }
       trace?.recordStart(self)
-      let saved = WorkContext.bind(self)
+      let saved = WorkContext.bind(self, key: key)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
       WorkContext.$taskWork.withValue(self) { run(self) }
-      WorkContext.restore(saved)
+      WorkContext.restore(saved, key: key)
       let inline: Termination? = lock.withLock {
         inBody = false
         defer { inlineTermination = nil }
-        return phase.termination == nil ? inlineTermination : nil
+        return !phase.isFinal ? inlineTermination : nil
       }
       guard let inline else { return .detached }
       trace?.recordEnd(self, termination: inline)
@@ -368,7 +387,7 @@ public class AnyWork: @unchecked Sendable {
   final func finishDetached(_ termination: Termination) {
     let retryable = retryableError(termination)
     let settled: Settled? = lock.withLock {
-      guard phase.termination == nil else { return nil }
+      guard !phase.isFinal else { return nil }
       if inBody {
         // A callback body called `finish` before returning: its worker completes the work.
         inlineTermination = termination
@@ -435,7 +454,7 @@ public class AnyWork: @unchecked Sendable {
       }
     }
     let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.taskPriority }
-    switch run(body, trace: trace, priority: priority) {
+    switch run(body, trace: trace, priority: priority, key: threadWorkKey) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
     }
@@ -445,7 +464,7 @@ public class AnyWork: @unchecked Sendable {
   private func settleOnWorker(_ termination: Termination) -> Execution {
     let retryable = retryableError(termination)
     let settled: Settled? = lock.withLock {
-      guard phase.termination == nil else { return nil }
+      guard !phase.isFinal else { return nil }
       return settleLocked(termination, retryable: retryable)
     }
     switch settled {
@@ -575,16 +594,36 @@ public class AnyWork: @unchecked Sendable {
   /// Counts down one resolved dependency; the engine to queue the work on when that was the last one and the
   /// work is now ready, `nil` otherwise (more to wait for, or completed — cancelled — in the meantime).
   final func dependencyResolved() -> WorkEngine? {
-    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return nil }
+    switch dependencyResolved(on: nil) {
+    case .waiting, .local: return nil
+    case .elsewhere(let engine): return engine
+    }
+  }
+
+  /// How counting down a resolved dependency left the work.
+  enum Resolution {
+    /// More to wait for, or completed (cancelled) in the meantime.
+    case waiting
+    /// Ready now, and its engine is the one the caller asked about (no reference to it is taken).
+    case local
+    /// Ready now, on this engine.
+    case elsewhere(WorkEngine)
+  }
+
+  /// Counts down one resolved dependency, as ``dependencyResolved()``; when the work is now ready and its engine is
+  /// `local`, says so without taking a reference to the engine (a retain and a release on every chained item).
+  final func dependencyResolved(on local: WorkEngine?) -> Resolution {
+    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return .waiting }
     var done = DependencyList.none
-    let owner: WorkEngine? = lock.withLock {
-      guard case .pending = phase else { return nil }
+    let resolution: Resolution = lock.withLock {
+      guard case .pending = phase else { return .waiting }
       phase = .ready
       swap(&done, &dependencyList)
-      return engine
+      guard let engine else { return .waiting }
+      return engine === local ? .local : .elsewhere(engine)
     }
     // The dependencies (and whatever their release frees) go here, outside the item's lock.
-    return owner
+    return resolution
   }
 
   /// Runs `handler` once the work is complete and retired by its queue: now (on this thread) if it already is.
@@ -637,6 +676,15 @@ enum Phase {
     case .failed(let error): .failed(error)
     case .cancelled: .cancelled
     case .cancelledWithReason(let error): .failed(error)
+    }
+  }
+
+  /// Whether the work completed (`termination != nil`, without building the termination: that copied the error and
+  /// destroyed the copy at each check).
+  var isFinal: Bool {
+    switch self {
+    case .pending, .ready, .running: false
+    case .finished, .failed, .cancelled, .cancelledWithReason: true
     }
   }
 
@@ -708,12 +756,15 @@ enum DependencyList: Sendable {
   case many([AnyWork])
 
   /// `first` (if any) followed by `more`.
-  init(first: AnyWork?, more: [AnyWork]) {
-    switch (first, more.isEmpty) {
-    case (nil, true): self = .none
-    case (nil, false): self = .many(more)
-    case (let first?, true): self = .one(first)
-    case (let first?, false): self = .many([first] + more)
+  ///
+  /// Borrowed: the common case of no dependency copies (retains) neither of them.
+  init(first: borrowing AnyWork?, more: borrowing [AnyWork]) {
+    if more.isEmpty {
+      if let first = copy first { self = .one(first) } else { self = .none }
+    } else if let first = copy first {
+      self = .many([first] + more)
+    } else {
+      self = .many(copy more)
     }
   }
 

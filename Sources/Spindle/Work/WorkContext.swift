@@ -68,16 +68,19 @@ public struct WorkContext: Sendable {
   }
 
   /// Marks `work` as running on this thread; returns what to restore afterwards.
-  static func bind(_ work: AnyWork) -> UnsafeMutableRawPointer? {
-    let saved = threadWorkKey.value
-    threadWorkKey.value = Unmanaged.passUnretained(work).toOpaque()
+  /// `key` is ``threadWorkKey`` (callers on the hot path pass the copy their engine keeps).
+  static func bind(_ work: AnyWork, key: ThreadLocalKey) -> UnsafeMutableRawPointer? {
+    let saved = key.value
+    key.value = Unmanaged.passUnretained(work).toOpaque()
     return saved
   }
 
-  static func restore(_ saved: UnsafeMutableRawPointer?) {
-    threadWorkKey.value = saved
+  static func restore(_ saved: UnsafeMutableRawPointer?, key: ThreadLocalKey) {
+    key.value = saved
   }
 }
 
 /// The thread-specific slot that holds the work item whose synchronous or callback body runs on a thread.
-private let threadWorkKey = ThreadLocalKey()
+///
+/// A global, initialized lazily (each read is a `swift_once` call): every ``WorkEngine`` keeps a copy in `workKey`.
+let threadWorkKey = ThreadLocalKey()

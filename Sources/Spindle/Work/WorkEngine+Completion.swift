@@ -3,7 +3,7 @@ extension WorkEngine {
   /// Retires an item a worker completed and returns the worker's next step, in one visit to the lock.
   func completeOnWorker(
     _ item: AnyWork,
-    _ completed: Completed
+    _ completed: borrowing Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
     retire(item, completed) { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
   }
@@ -23,38 +23,23 @@ extension WorkEngine {
   @inline(__always)
   private func retire<Next>(
     _ item: AnyWork,
-    _ completed: Completed,
+    _ completed: borrowing Completed,
     then decide: (inout EngineState) -> Next
   ) -> Next {
-    var ready = SmallList<(AnyWork, WorkEngine)>()
-    var ended: [(AnyWork, Completed)] = []
-    Self.propagate(completed, ready: &ready, ended: &ended)
-    var foreign = SmallList<(AnyWork, WorkEngine)>()
-    var released: [AnyWork] = []
+    var ready = SmallList<AnyWork>()
+    // Nil on the common path: no lists to destroy (a release call each) when nothing rare happened.
+    var rare: RareRetirement? = nil
+    propagate(completed, ready: &ready, rare: &rare)
     let (next, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item, released: &released)
-      for (dependent, engine) in ready {
-        if engine === self {
-          state.scheduler.push(dependent, priority: dependent.priority.rawValue)
-        } else {
-          foreign.append((dependent, engine))
-        }
-      }
+      let waiters = state.unregister(item, rare: &rare)
+      ready.forEachElement { dependent in state.scheduler.push(dependent, priority: dependent.priority.rawValue) }
       let next = decide(&state)
       let starts = state.scheduler.takeStarts()
-      if !released.isEmpty { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
+      if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (next, starts, waiters)
     }
-    finishRetiring(
-      item,
-      starts: starts,
-      foreign: foreign,
-      completed: completed,
-      waiters: waiters,
-      ended: ended,
-      released: released
-    )
+    finishRetiring(item, starts: starts, completed: completed, waiters: waiters, rare: rare)
     return next
   }
 
@@ -63,51 +48,77 @@ extension WorkEngine {
   private func finishRetiring(
     _ item: AnyWork,
     starts: SmallList<AnyWork>,
-    foreign: SmallList<(AnyWork, WorkEngine)>,
-    completed: Completed,
+    completed: borrowing Completed,
     waiters: [Waiter],
-    ended: [(AnyWork, Completed)],
-    released: [AnyWork]
+    rare: RareRetirement?
   ) {
     start(starts)
     emit(.finished(WorkOutcome(completed.termination)), for: item)
-    for follower in released {
-      if let engine = follower.dependencyResolved() { engine.makeReady(follower) }
+    if let released = rare?.released {
+      for follower in released {
+        if let engine = follower.dependencyResolved() { engine.makeReady(follower) }
+      }
     }
     if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
-    for (dependent, engine) in foreign { engine.makeReady(dependent) }
-    for handler in completed.handlers { handler() }
+    if let foreign = rare?.foreign {
+      for (dependent, engine) in foreign { engine.makeReady(dependent) }
+    }
+    completed.handlers.forEachElement { $0() }
     // Handlers registered after the item ended (it looked finished, but the queue still counted it) run now.
     item.markRetired().forEachElement { $0() }
     for waiter in waiters { waiter.resume() }
-    for (other, var otherCompleted) in ended {
-      otherCompleted.dependents = SmallList()  // `propagate` already told them
-      otherCompleted.engine?.retire(other, completed: otherCompleted)
+    if let ended = rare?.ended {
+      for (other, var otherCompleted) in ended {
+        otherCompleted.dependents = SmallList()  // `propagate` already told them
+        otherCompleted.engine?.retire(other, completed: otherCompleted)
+      }
     }
   }
 
-  /// Tells the dependents of a completed item; those that end too (a failed or cancelled dependency) are
-  /// followed iteratively, so long chains cannot overflow the stack.
-  static func propagate(
-    _ completed: Completed,
-    ready: inout SmallList<(AnyWork, WorkEngine)>,
-    ended: inout [(AnyWork, Completed)]
+  /// Tells the dependents of a completed item: those now ready go to `ready` when they run on this engine, to
+  /// `rare.foreign` with their engine otherwise; those that end too (a failed or cancelled dependency) go to
+  /// `rare.ended` and are followed iteratively, so long chains cannot overflow the stack.
+  ///
+  /// The completed item's dependents are read in place (borrowed, not copied: a copy of the list is a retain and
+  /// a release of each reference in it).
+  func propagate(
+    _ completed: borrowing Completed,
+    ready: inout SmallList<AnyWork>,
+    rare: inout RareRetirement?
   ) {
-    var dependents = completed.dependents
-    var termination = completed.termination
-    var index = 0
-    while true {
-      for dependent in dependents {
-        if termination.isSuccess || dependent.acceptsFailedDependencies {
-          if let engine = dependent.dependencyResolved() { ready.append((dependent, engine)) }
-        } else if let endedCompleted = dependent.completeWithoutRunning(termination) {
-          ended.append((dependent, endedCompleted))
+    func tell(_ dependents: borrowing SmallList<AnyWork>, _ termination: borrowing Termination) {
+      let success = termination.isSuccess
+      dependents.forEachElement { dependent in
+        if success || dependent.acceptsFailedDependencies {
+          switch dependent.dependencyResolved(on: self) {
+          case .waiting: break
+          case .local: ready.append(dependent)
+          case .elsewhere(let engine):
+            if rare == nil { rare = RareRetirement() }
+            rare!.foreign.append((dependent, engine))
+          }
+        } else if let endedCompleted = dependent.completeWithoutRunning(copy termination) {
+          if rare == nil { rare = RareRetirement() }
+          rare!.ended.append((dependent, endedCompleted))
         }
       }
-      guard index < ended.count else { return }
-      dependents = ended[index].1.dependents
-      termination = ended[index].1.termination
+    }
+    tell(completed.dependents, completed.termination)
+    var index = 0
+    while let count = rare?.ended.count, index < count {
+      // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running). Only the one
+      // entry is copied: a copy of `rare` kept across `tell` would make each append copy the whole array.
+      let (dependents, termination) = (rare!.ended[index].1.dependents, rare!.ended[index].1.termination)
+      tell(dependents, termination)
       index += 1
     }
   }
+}
+
+/// What a retirement rarely has: dependents ready on other queues, dependents that ended without running (a
+/// failed or cancelled dependency), and the followers of a barrier that completed.
+struct RareRetirement {
+  var foreign = SmallList<(AnyWork, WorkEngine)>()
+  var ended: [(AnyWork, Completed)] = []
+  var released: [AnyWork] = []
 }

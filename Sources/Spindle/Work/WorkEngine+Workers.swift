@@ -25,7 +25,7 @@ extension WorkEngine {
   func startHolding(_ first: AnyWork) {
     var item = first
     while item.isAsync {
-      switch item.execute() {
+      switch item.execute(on: self) {
       case .detached:
         return
       case .completed(let completed):
@@ -62,10 +62,15 @@ extension WorkEngine {
   /// Each completion visits the lock once: it retires the item, queues the dependents it made ready and takes
   /// the next item, so no ready item ever waits in a worker's private list.
   func runWorker(_ first: AnyWork) {
-    var item = first
-    while true {
+    // Each item moves out of `upcoming` (`take`) into a constant of the loop: calling a method on a `var` copied
+    // (retained and released) the item for the call.
+    var upcoming: AnyWork? = first
+    while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
-      switch item.execute() {
+      // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
+      // release of each reference in them).
+      let execution = item.execute(on: self)
+      switch consume execution {
       case .completed(let completed):
         step = completeOnWorker(item, completed)
       case .skipped, .parked:
@@ -84,12 +89,11 @@ extension WorkEngine {
       case .detached:
         return  // the `async` or callback body holds the slot now
       }
-      switch step {
+      switch consume step {
       case .run(let next):
-        item = next
+        upcoming = next
       case .linger:
-        guard let next = linger() else { return }
-        item = next
+        upcoming = linger()
       case .exit:
         return
       }

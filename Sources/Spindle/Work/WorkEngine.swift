@@ -25,6 +25,8 @@ final class WorkEngine: @unchecked Sendable {
   #endif
 
   let state: Locked<EngineState>
+  /// ``threadWorkKey``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
+  let workKey = threadWorkKey
   /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
   let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
@@ -77,7 +79,8 @@ final class WorkEngine: @unchecked Sendable {
     }
     if first == nil && dependencies.isEmpty {
       // pending → ready (unless delayed); nothing else can see the item yet
-      let ready = work.dependencyResolved() != nil
+      let ready: Bool
+      if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
       let starts = state.withLock { state in
         state.register(work)
         guard ready else { return SmallList<AnyWork>() }
@@ -91,7 +94,8 @@ final class WorkEngine: @unchecked Sendable {
     state.withLock { $0.register(work) }
     if let first, !wire(work, to: first) { return }
     for dependency in dependencies where !wire(work, to: dependency) { return }
-    if work.dependencyResolved() != nil { makeReady(work) }
+    if case .waiting = work.dependencyResolved(on: self) { return }
+    makeReady(work)
   }
 
   /// Makes `work` a dependent of `dependency`, or counts the dependency as resolved if it already ended; returns
@@ -195,7 +199,7 @@ final class WorkEngine: @unchecked Sendable {
     let (started, done, key, mayStartAgain): (Bool, Bool, String?, Bool) = work.lock.withLock {
       let options = work.extras?.options
       return (
-        work.phase.isStarted, work.phase.termination != nil, options?.exclusive,
+        work.phase.isStarted, work.phase.isFinal, options?.exclusive,
         options?.retry != nil || options?.exclusive != nil
       )
     }
@@ -260,29 +264,31 @@ struct EngineState {
     added += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     scheduler.added()
-    item.registryNext = registryHead
-    registryHead?.registryPrevious = item
+    // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
+    registryHead?.registryPrevious = Unmanaged.passUnretained(item)
+    item.registryNext = registryHead.take()
     registryHead = item
   }
 
   /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
-  /// followers of a barrier that completed in `released`.
-  mutating func unregister(_ item: AnyWork, released: inout [AnyWork]) -> [Waiter] {
+  /// followers of a barrier that completed in `rare.released`.
+  mutating func unregister(_ item: AnyWork, rare: inout RareRetirement?) -> [Waiter] {
     completed += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
-      released = barriers.remove(at: index).followers
+      if rare == nil { rare = RareRetirement() }
+      rare!.released = barriers.remove(at: index).followers
     }
-    let next = item.registryNext
-    let previous = item.registryPrevious
+    // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
+    let next = item.registryNext.take()
+    let previous = item.registryPrevious.take()
+    next?.registryPrevious = previous
     if let previous {
-      previous.registryNext = next
+      // Alive: the link before it holds it (see `AnyWork.registryPrevious`), and we hold the lock.
+      previous._withUnsafeGuaranteedRef { $0.registryNext = next }
     } else {
       registryHead = next
     }
-    next?.registryPrevious = previous
-    item.registryNext = nil
-    item.registryPrevious = nil
     return scheduler.retired()
   }
 

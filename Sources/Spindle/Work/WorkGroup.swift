@@ -230,7 +230,7 @@ extension AnyWork {
   /// print(album.progress.fractionCompleted)        // 0.25: a quarter of the thumbnails are done
   /// ```
   public var progress: WorkProgress {
-    let (tally, done): (GroupTally?, Bool) = lock.withLock { (extras?.groupTally, phase.termination != nil) }
+    let (tally, done): (GroupTally?, Bool) = lock.withLock { (extras?.groupTally, phase.isFinal) }
     if let tally { return tally.progress }
     return WorkProgress(completed: done ? 1 : 0, total: 1)
   }

@@ -189,31 +189,36 @@ public final class WorkQueue: Sendable {
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
-    name: String?,
+    name: consuming String?,
     priority: WorkPriority,
     first: AnyWork? = nil,
     dependencies: [AnyWork],
     acceptsFailedDependencies: Bool,
-    extras: WorkExtras? = nil,
-    body: ErasedBody,
-    syncBody: (@Sendable () throws -> Value)? = nil,
-    callbackBody: (@Sendable (WorkFinish<Value>) -> Void)? = nil
+    extras: consuming WorkExtras? = nil,
+    body: consuming ErasedBody,
+    syncBody: consuming (@Sendable () throws -> Value)? = nil,
+    callbackBody: consuming (@Sendable (WorkFinish<Value>) -> Void)? = nil
   ) -> Work<Value> {
+    // Everything the item keeps is moved into it (`consume`), not copied: each copy was a retain here and a release
+    // when the parameter died, on every item.
     let delay = extras?.options.delay
-    let list = DependencyList(first: first, more: dependencies)
+    let dependencyCount = (first == nil ? 0 : 1) + dependencies.count + (delay == nil ? 0 : 1)
     let work = type.init(
       engine: engine,
-      name: name,
+      name: consume name,
       priority: priority,
-      dependencyCount: (first == nil ? 0 : 1) + dependencies.count + (delay == nil ? 0 : 1),
+      dependencyCount: dependencyCount,
       acceptsFailedDependencies: acceptsFailedDependencies,
-      dependencies: list,
-      extras: extras,
-      body: body
+      dependencies: DependencyList(first: first, more: dependencies),
+      extras: consume extras,
+      body: consume body
     )
+    // Not `take()`: in this generic function, that looked up the metadata of the optional closure type on every item.
     if let syncBody { work.syncBody = syncBody }
     if let callbackBody { work.callbackBody = callbackBody }
-    engine.trace?.recordAdded(work, dependencies: list.array)
+    if let trace = engine.trace {
+      trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array)
+    }
     engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }
     return work
