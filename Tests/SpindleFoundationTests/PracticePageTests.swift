@@ -35,19 +35,20 @@ final class ImageProvider: Sendable {
     let names = ["dark_road_small.jpg", "train_day.jpg", "train_dusk.jpg", "train_night.jpg"]
     let delivered = Locked<[String: Image]>([:])
     var providers: [(String, ImageProvider)] = []
+    // Every third provider is cancelled while its load is in flight: at once, with a load slow enough that nothing
+    // (a loaded machine, ThreadSanitizer) can let it finish first. Cancelling after all 16 were made let the first
+    // one deliver before its cancel on a slow run.
+    let cancelled = Set((0..<16).filter { $0 % 3 == 0 })
     for index in 0..<16 {
       let key = "\(index):\(names[index % names.count])"
-      providers.append(
-        (
-          key,
-          ImageProvider(imageName: names[index % names.count]) { image in
-            delivered.withLock { $0[key] = image }
-          }
-        ))
+      let provider = ImageProvider(
+        imageName: names[index % names.count], loadDelay: cancelled.contains(index) ? 1 : 0.02
+      ) { image in
+        delivered.withLock { $0[key] = image }
+      }
+      if cancelled.contains(index) { provider.cancel() }
+      providers.append((key, provider))
     }
-    // Cancel every third provider while its load or filter is in flight.
-    let cancelled = Set(providers.indices.filter { $0 % 3 == 0 })
-    for index in cancelled { providers[index].1.cancel() }
     for (_, provider) in providers { try #require(drain(provider.queue.value)) }
     let results = delivered.withLock { $0 }
     for (index, (key, provider)) in providers.enumerated() {

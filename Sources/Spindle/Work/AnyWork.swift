@@ -81,8 +81,16 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var inlineTermination: Termination?
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
   @exclusivity(unchecked) var isBarrier = false
+  // Set once before the work is visible to other threads: the work's deinit only frees memory (its value type is
+  // plain, it has no extras), so a worker may hand its last reference back to the adding thread (see
+  // `WorkEngine.handBack`) once it finished successfully.
+  @exclusivity(unchecked) var freesOnlyMemory = false
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
   @exclusivity(unchecked) var startedAt: UInt64 = 0
+  // The dependency whose value a plain `add(after:)` body receives, held here instead of in the body's closure: set
+  // before the work is admitted, read by the body on the thread that runs it, and taken once the work has run by
+  // that worker (which may hand it back: see `WorkEngine.handBack`), or dropped when the work ends without running.
+  @exclusivity(unchecked) @usableFromInline var valueSource: AnyWork?
   // lock: what the work waits for, until it is ready
   @exclusivity(unchecked) var dependencyList: DependencyList
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
@@ -94,6 +102,9 @@ public class AnyWork: @unchecked Sendable {
   // `registryNext`, or the engine's `registryHead`) for as long as it is in the registry, and it leaves the registry
   // (under that lock) only after it updated this field of its successor. Unmanaged, so that following it costs no
   // retain and release.
+  // Reused, once the work has left the registry, as the link of the engine's hand-back list (`WorkEngine.handBack`):
+  // written by the one worker that holds the only reference, before the releasing compare-exchange that publishes
+  // the work; read by the thread whose acquiring exchange took the list.
   @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
 
   // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
@@ -152,7 +163,9 @@ public class AnyWork: @unchecked Sendable {
   /// Releases the typed body that `Work` stores for plain synchronous and callback work, once the work ended without
   /// running it (called outside every lock, by the engine that retires the work; nothing else touches that body any
   /// more).
-  func dropStoredBody() {}
+  func dropStoredBody() {
+    valueSource = nil
+  }
 
   /// Where the work is in its life; a snapshot that may change as soon as it is read.
   public var state: WorkState {

@@ -82,6 +82,10 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// waits the same way (work between retry attempts, or waiting for its exclusivity key, counts as unstarted:
   /// it needs a slot again), or a body holding an exclusivity key waiting for work that needs the same key.
   /// In `async` code use ``value``.
+  ///
+  /// It returns as soon as the work has completed, which can be a moment before its queue has retired it: the
+  /// queue's ``WorkQueue/unfinishedCount`` and ``WorkQueue/progress`` may still count it then. A completion
+  /// handler (``onCompletion(on:_:)``) or ``WorkQueue/waitUntilAllFinished()`` sees the queue without it.
   @available(*, noasync, message: "use 'try await work.value' in async code")
   @discardableResult
   public func wait() throws -> Value {
@@ -226,8 +230,15 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   override func dropStoredBody() {
+    super.dropStoredBody()
     syncBody = nil
     callbackBody = nil
+  }
+
+  /// The value of `work`'s ``AnyWork/valueSource`` (a `Work<Value>`), for its body. Only called by that body.
+  @inlinable @inline(__always)
+  static func valueOfSource(of work: AnyWork) -> Value {
+    unsafeDowncast(work.valueSource.unsafelyUnwrapped, to: self).dependencyValue()
   }
 
   /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.

@@ -51,7 +51,10 @@ extension WorkEngine {
   /// Runs a worker for `item` on a thread of the worker pool.
   func startWorker(_ item: AnyWork) {
     if runsOnMain {
-      DispatchQueue.main.async { self.runWorker(item) }
+      // Through a box the block empties, so that the block (released only after it returns) does not keep the first
+      // item alive while the worker runs on.
+      let box = HandOver(item)
+      DispatchQueue.main.async { self.runWorker(box.take()) }
     } else {
       WorkerPool.shared.start(item, on: self)
     }
@@ -61,18 +64,33 @@ extension WorkEngine {
   ///
   /// Each completion visits the lock once: it retires the item, queues the dependents it made ready and takes
   /// the next item, so no ready item ever waits in a worker's private list.
-  func runWorker(_ first: AnyWork) {
-    // Each item moves out of `upcoming` (`take`) into a constant of the loop: calling a method on a `var` copied
-    // (retained and released) the item for the call.
-    var upcoming: AnyWork? = first
-    while let item = upcoming.take() {
+  func runWorker(_ first: consuming AnyWork) {
+    // Each item moves out of `upcoming` (`take`) into a variable of the loop, which `handBack` may check for being the
+    // only reference. `consume`: the worker holds the only reference its starter had, so a finished item is not kept
+    // alive (with its value) until the worker stops.
+    var upcoming: AnyWork? = consume first
+    // Items handed back since this worker last freed the list (see `handBack`); whatever it handed back is freed at
+    // the latest when it stops.
+    var handedBack = 0
+    defer { if handedBack > 0 { releaseHandedBack() } }
+    while var item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
       let execution = item.execute(on: self)
       switch consume execution {
       case .completed(let completed):
+        let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess && !runsOnMain
         step = completeOnWorker(item, completed)
+        // The dependency whose value the body received (it ran, so that dependency finished successfully).
+        if var source = item.valueSource.take(), source.freesOnlyMemory, !runsOnMain, handBack(&source) {
+          handedBack += 1
+        }
+        if mayHandBack && handBack(&item) { handedBack += 1 }
+        if handedBack >= Self.handBackLimit {
+          releaseHandedBack()
+          handedBack = 0
+        }
       case .skipped, .parked:
         step = state.withLock { state in
           let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
@@ -141,4 +159,13 @@ extension WorkEngine {
     if case .run(let next) = step { return next }
     return nil
   }
+}
+
+/// One reference, handed from the thread that starts a main-queue worker to the block that runs it.
+// @unchecked Sendable: `item` is written once before the box is shared, and taken once, by the one block that runs
+// the worker (`DispatchQueue.main.async` orders the two).
+private final class HandOver: @unchecked Sendable {
+  private var item: AnyWork?
+  init(_ item: AnyWork) { self.item = item }
+  func take() -> AnyWork { item.take()! }
 }

@@ -155,6 +155,8 @@ extension WorkQueue {
     _ body: @escaping @Sendable (A) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
+    // `a` is held by the item (`valueSource`), not captured by the body: the worker that ran the item lets go of it
+    // there, and may hand it back to the adding thread to free (see `WorkEngine.handBack`).
     return makeWork(
       type,
       name: name,
@@ -163,7 +165,8 @@ extension WorkQueue {
       dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .sync { [type] work in type.runSync(work) { try body(a.dependencyValue()) } }
+      body: .sync { [type] work in type.runSync(work) { try body(Work<A>.valueOfSource(of: work)) } },
+      valueSource: a
     )
   }
 

@@ -197,12 +197,16 @@ public final class WorkQueue: Sendable {
     extras: consuming WorkExtras? = nil,
     body: consuming ErasedBody,
     syncBody: consuming (@Sendable () throws -> Value)? = nil,
-    callbackBody: consuming (@Sendable (WorkFinish<Value>) -> Void)? = nil
+    callbackBody: consuming (@Sendable (WorkFinish<Value>) -> Void)? = nil,
+    valueSource: AnyWork? = nil
   ) -> Work<Value> {
     // Everything the item keeps is moved into it (`consume`), not copied: each copy was a retain here and a release
     // when the parameter died, on every item.
     let delay = extras?.options.delay
     let dependencyCount = (first == nil ? 0 : 1) + dependencies.count + (delay == nil ? 0 : 1)
+    let freesOnlyMemory = _isPOD(Value.self) && extras == nil
+    // Frees the items workers handed back (see `WorkEngine.handBack`) before this thread allocates the next one.
+    engine.releaseHandedBackIfAny()
     let work = type.init(
       engine: engine,
       name: consume name,
@@ -216,6 +220,8 @@ public final class WorkQueue: Sendable {
     // Not `take()`: in this generic function, that looked up the metadata of the optional closure type on every item.
     if let syncBody { work.syncBody = syncBody }
     if let callbackBody { work.callbackBody = callbackBody }
+    if freesOnlyMemory { work.freesOnlyMemory = true }
+    if let valueSource { work.valueSource = valueSource }
     if let trace = engine.trace {
       trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array)
     }

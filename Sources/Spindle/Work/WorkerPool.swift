@@ -10,10 +10,9 @@
 /// start that raced a finishing thread; threads idle for `idleTimeout` seconds exit.
 // @unchecked Sendable: every field is guarded by `mutex`; `condition` is used with it.
 final class WorkerPool: @unchecked Sendable {
-  struct Job {
-    let engine: WorkEngine
-    let item: AnyWork
-  }
+  /// A worker to run: its engine and its first item. A tuple, so that the thread can move the item out of it: the
+  /// worker must hold the only reference the pool had, or the item (and its value) would live until it stops.
+  typealias Job = (engine: WorkEngine, item: AnyWork)
 
   static let shared = WorkerPool()
 
@@ -36,7 +35,7 @@ final class WorkerPool: @unchecked Sendable {
   /// Runs `engine.runWorker(item)` on a pool thread.
   func start(_ item: AnyWork, on engine: WorkEngine) {
     mutex.lock()
-    jobs.append(Job(engine: engine, item: item))
+    jobs.append((engine: engine, item: item))
     // Threads not running a job (parked, or about to look at the job list) will each take one job.
     let spawn = jobs.count > threads - busy
     if parked > 0 { condition.signal() }
@@ -49,10 +48,10 @@ final class WorkerPool: @unchecked Sendable {
   private func threadMain() {
     mutex.lock()
     while true {
-      if let job = jobs.popFirst() {
+      if case (let engine, let item)? = jobs.popFirst() {
         busy += 1
         mutex.unlock()
-        job.engine.runWorker(job.item)
+        engine.runWorker(consume item)
         mutex.lock()
         busy -= 1
         continue

@@ -1,0 +1,150 @@
+import Dispatch
+import SpindleTestSupport
+import Testing
+
+@testable import Spindle
+
+/// Workers hand finished plain items back to the thread that adds the next one, which frees them (see
+/// `WorkEngine.handBack`). These tests try to break what that must not change: nothing a user can observe is
+/// released later than before (values with a deinit, errors, a body's captures), handed-back items are freed even
+/// when nobody adds again, and the list stays bounded while nobody adds.
+@Suite struct WorkHandBackTests {
+  /// A weak reference to a work item, to see when it is freed without keeping it alive.
+  final class WeakWork: @unchecked Sendable {  // written once before it is shared; read after the queue ended
+    weak var work: AnyWork?
+    init(_ work: AnyWork) { self.work = work }
+  }
+
+  /// Signals when it is released.
+  final class Canary: Sendable {
+    let released: DispatchSemaphore
+    init(_ released: DispatchSemaphore) { self.released = released }
+    deinit { released.signal() }
+  }
+
+  final class CanaryError: Error, Sendable {
+    let canary: Canary
+    init(_ canary: Canary) { self.canary = canary }
+  }
+
+  @Test func itemsHandedBackAreFreedWhenNobodyAddsAgain() async {
+    let queue = WorkQueue(name: "hand-back.idle", maxConcurrent: 2)
+    var weak: [WeakWork] = []
+    for index in 0..<5_000 {
+      if index.isMultiple(of: 2) {
+        weak.append(WeakWork(queue.add {}))
+      } else {
+        weak.append(WeakWork(queue.add { index }))
+      }
+    }
+    await offPool { queue.waitUntilAllFinished() }
+    // Nothing is added from here on: what the workers handed back is freed when they stop.
+    let all = weak
+    let freed = await eventually { all.allSatisfy { $0.work == nil } }
+    #expect(freed, "\(all.filter { $0.work != nil }.count) of 5000 finished items are still alive")
+  }
+
+  @Test func aWorkerThatKeepsRunningFreesWhatItHandedBackWithinTheLimit() async {
+    let queue = WorkQueue(name: "hand-back.bound", maxConcurrent: 1)
+    queue.suspend()
+    var weak: [WeakWork] = []
+    for index in 0..<2_000 { weak.append(WeakWork(queue.add { index })) }
+    let all = weak
+    // Runs after the 2,000 on the same worker, which has handed them back meanwhile, with nobody adding.
+    let alive = queue.add { all.filter { $0.work != nil }.count }
+    queue.resume()
+    let count = await offPool { try? alive.wait() }
+    #expect(count != nil)
+    #expect(
+      (count ?? .max) < 128,
+      "\(count ?? -1) finished items alive while the worker ran on; the hand-back list must stay bounded")
+  }
+
+  @Test func aValueWithADeinitIsReleasedWhenItsWorkIsFreedNotLater() async {
+    let queue = WorkQueue(name: "hand-back.value", maxConcurrent: 1)
+    queue.suspend()
+    let released = DispatchSemaphore(value: 0)
+    queue.add { Canary(released) }  // dropped: the worker holds the last reference once it finished
+    // The same worker runs this next; nobody adds work meanwhile, so a value held back would never be released.
+    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
+    queue.resume()
+    #expect(await offPool { try? seen.wait() } == true, "the value of finished, dropped work was not released")
+  }
+
+  @Test func anErrorWithADeinitIsReleasedWhenItsWorkIsFreedNotLater() async {
+    let queue = WorkQueue(name: "hand-back.error", maxConcurrent: 1)
+    queue.suspend()
+    let released = DispatchSemaphore(value: 0)
+    // A plain value type (Void), so only the failure keeps this item from being handed back.
+    queue.add { () throws in throw CanaryError(Canary(released)) }
+    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
+    queue.resume()
+    #expect(await offPool { try? seen.wait() } == true, "the error of failed, dropped work was not released")
+  }
+
+  /// `add(after:)` holds its dependency in the item, not in the body's closure: the worker lets go of it when the
+  /// dependent has run, even when the dependent itself (a plain `Void` item) is handed back to be freed later.
+  @Test func aTypedDependencyIsReleasedWhenItsDependentHasRun() async {
+    let queue = WorkQueue(name: "hand-back.source", maxConcurrent: 1)
+    queue.suspend()
+    let released = DispatchSemaphore(value: 0)
+    let dependent: Work<Void>
+    do {
+      let source = queue.add { Canary(released) }
+      dependent = queue.add(after: source) { _ in }
+    }
+    // Ready only once `dependent` has run (and its worker has let go of `source`): it runs next on that worker.
+    let seen = queue.add(dependencies: [dependent]) { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
+    queue.resume()
+    #expect(await offPool { try? seen.wait() } == true, "a dependency was kept after its dependent ran")
+  }
+
+  @Test func aBodysCapturesAreReleasedWhenItEnds() async {
+    let queue = WorkQueue(name: "hand-back.captures", maxConcurrent: 1)
+    queue.suspend()
+    let released = DispatchSemaphore(value: 0)
+    do {
+      let canary = Canary(released)
+      queue.add { _ = canary }
+    }
+    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
+    queue.resume()
+    #expect(await offPool { try? seen.wait() } == true, "a finished body's captures were not released")
+  }
+
+  /// Several threads add while the workers hand items back: every item runs once, and every item is freed.
+  @Test func concurrentAddersAndWorkersLoseNothing() async {
+    let queue = WorkQueue(name: "hand-back.racing", maxConcurrent: 3)
+    let ran = Locked(0)
+    let adders = 4
+    let perAdder = 3_000
+    let weak = Locked<[WeakWork]>([])
+    await withTaskGroup(of: Void.self) { group in
+      for adder in 0..<adders {
+        group.addTask {
+          await offPool {
+            var mine: [WeakWork] = []
+            for index in 0..<perAdder {
+              let work: AnyWork
+              if index.isMultiple(of: 3) {
+                work = queue.add { ran.withLock { $0 += 1 } }
+              } else {
+                work = queue.add {
+                  ran.withLock { $0 += 1 }
+                  return adder &* index
+                }
+              }
+              mine.append(WeakWork(work))
+            }
+            weak.withLock { $0 += mine }
+          }
+        }
+      }
+    }
+    await offPool { queue.waitUntilAllFinished() }
+    #expect(ran.withLock { $0 } == adders * perAdder)
+    let all = weak.withLock { $0 }
+    let freed = await eventually { all.allSatisfy { $0.work == nil } }
+    #expect(freed, "\(all.filter { $0.work != nil }.count) finished items are still alive")
+  }
+}
