@@ -65,15 +65,15 @@ extension WorkEngine {
   /// Each completion visits the lock once: it retires the item, queues the dependents it made ready and takes
   /// the next item, so no ready item ever waits in a worker's private list.
   func runWorker(_ first: consuming AnyWork) {
-    // Each item moves out of `upcoming` (`take`) into a variable of the loop, which `handBack` may check for being the
-    // only reference. `consume`: the worker holds the only reference its starter had, so a finished item is not kept
-    // alive (with its value) until the worker stops.
+    // Each item moves out of `upcoming` (`take`) into a constant of the loop: calling a method on a `var` copied
+    // (retained and released) the item for the call. `consume`: the worker holds the only reference its starter had,
+    // so a finished item is not kept alive (with its value) until the worker stops.
     var upcoming: AnyWork? = consume first
     // Items handed back since this worker last freed the list (see `handBack`); whatever it handed back is freed at
     // the latest when it stops.
     var handedBack = 0
     defer { if handedBack > 0 { releaseHandedBack() } }
-    while var item = upcoming.take() {
+    while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
@@ -83,10 +83,13 @@ extension WorkEngine {
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess && !runsOnMain
         step = completeOnWorker(item, completed)
         // The dependency whose value the body received (it ran, so that dependency finished successfully).
-        if var source = item.valueSource.take(), source.freesOnlyMemory, !runsOnMain, handBack(&source) {
-          handedBack += 1
+        var source = item.valueSource.take()
+        if source?.freesOnlyMemory == true && !runsOnMain && handBack(&source) { handedBack += 1 }
+        if mayHandBack {
+          // Moved, not copied, into an optional that `handBack` can empty.
+          var finished: AnyWork? = consume item
+          if handBack(&finished) { handedBack += 1 }
         }
-        if mayHandBack && handBack(&item) { handedBack += 1 }
         if handedBack >= Self.handBackLimit {
           releaseHandedBack()
           handedBack = 0

@@ -149,13 +149,13 @@ final class WorkEngine: @unchecked Sendable {
   /// released when it ends, as before, and a value with a deinit is never in such an item. The list is freed by
   /// the next `add` on this queue, by the worker itself after ``handBackLimit`` items, and when the worker stops.
   @inline(__always)
-  func handBack(_ item: inout AnyWork) -> Bool {
+  func handBack(_ item: inout AnyWork?) -> Bool {
     guard isKnownUniquelyReferenced(&item) else { return false }
-    // The reference moves into the list (`passRetained` here, and the caller's own dies with its variable).
-    let node = Unmanaged.passRetained(item)
+    // The reference moves out of `item` into the list: no retain here, no release when the caller's variable dies.
+    let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
     var head = handedBack.load(ordering: .relaxed)
     while true {
-      item.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) }
+      node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
       let (exchanged, original) = handedBack.compareExchange(
         expected: head, desired: node.toOpaque(), ordering: .releasing)
       if exchanged { return true }
