@@ -60,56 +60,59 @@ import Testing
       "\(count ?? -1) finished items alive while the worker ran on; the hand-back list must stay bounded")
   }
 
-  @Test func aValueWithADeinitIsReleasedWhenItsWorkIsFreedNotLater() async {
-    let queue = WorkQueue(name: "hand-back.value", maxConcurrent: 1)
+  /// On a suspended serial queue, adds what `setUp` adds (which releases a canary when it should), then an item
+  /// that waits for that release, and runs them on one worker: nobody adds work meanwhile, so anything held back on
+  /// the hand-back list would never be released. Returns whether the release came. `setUp` may return work that
+  /// the waiting item must follow.
+  func releasedBeforeTheNextItem(
+    _ name: String, _ setUp: (WorkQueue, DispatchSemaphore) -> AnyWork?
+  ) async -> Bool {
+    let queue = WorkQueue(name: "hand-back.\(name)", maxConcurrent: 1)
     queue.suspend()
     let released = DispatchSemaphore(value: 0)
-    queue.add { Canary(released) }  // dropped: the worker holds the last reference once it finished
-    // The same worker runs this next; nobody adds work meanwhile, so a value held back would never be released.
-    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
+    let after = setUp(queue, released)
+    let seen = queue.add(dependencies: after.map { [$0] } ?? []) {
+      released.wait(timeout: .now() + 60 * hangBoundScale) == .success
+    }
     queue.resume()
-    #expect(await offPool { try? seen.wait() } == true, "the value of finished, dropped work was not released")
+    return await offPool { try? seen.wait() } == true
+  }
+
+  @Test func aValueWithADeinitIsReleasedWhenItsWorkIsFreedNotLater() async {
+    let released = await releasedBeforeTheNextItem("value") { queue, released in
+      queue.add { Canary(released) }  // dropped: the worker holds the last reference once it finished
+      return nil
+    }
+    #expect(released, "the value of finished, dropped work was not released")
   }
 
   @Test func anErrorWithADeinitIsReleasedWhenItsWorkIsFreedNotLater() async {
-    let queue = WorkQueue(name: "hand-back.error", maxConcurrent: 1)
-    queue.suspend()
-    let released = DispatchSemaphore(value: 0)
-    // A plain value type (Void), so only the failure keeps this item from being handed back.
-    queue.add { () throws in throw CanaryError(Canary(released)) }
-    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
-    queue.resume()
-    #expect(await offPool { try? seen.wait() } == true, "the error of failed, dropped work was not released")
+    let released = await releasedBeforeTheNextItem("error") { queue, released in
+      // A plain value type (Void), so only the failure keeps this item from being handed back.
+      queue.add { () throws in throw CanaryError(Canary(released)) }
+      return nil
+    }
+    #expect(released, "the error of failed, dropped work was not released")
   }
 
   /// `add(after:)` holds its dependency in the item, not in the body's closure: the worker lets go of it when the
   /// dependent has run, even when the dependent itself (a plain `Void` item) is handed back to be freed later.
   @Test func aTypedDependencyIsReleasedWhenItsDependentHasRun() async {
-    let queue = WorkQueue(name: "hand-back.source", maxConcurrent: 1)
-    queue.suspend()
-    let released = DispatchSemaphore(value: 0)
-    let dependent: Work<Void>
-    do {
+    let released = await releasedBeforeTheNextItem("source") { queue, released in
       let source = queue.add { Canary(released) }
-      dependent = queue.add(after: source) { _ in }
+      // The waiting item follows this one, so it runs once the worker has let go of `source`.
+      return queue.add(after: source) { _ in }
     }
-    // Ready only once `dependent` has run (and its worker has let go of `source`): it runs next on that worker.
-    let seen = queue.add(dependencies: [dependent]) { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
-    queue.resume()
-    #expect(await offPool { try? seen.wait() } == true, "a dependency was kept after its dependent ran")
+    #expect(released, "a dependency was kept after its dependent ran")
   }
 
   @Test func aBodysCapturesAreReleasedWhenItEnds() async {
-    let queue = WorkQueue(name: "hand-back.captures", maxConcurrent: 1)
-    queue.suspend()
-    let released = DispatchSemaphore(value: 0)
-    do {
+    let released = await releasedBeforeTheNextItem("captures") { queue, released in
       let canary = Canary(released)
       queue.add { _ = canary }
+      return nil
     }
-    let seen = queue.add { released.wait(timeout: .now() + 60 * hangBoundScale) == .success }
-    queue.resume()
-    #expect(await offPool { try? seen.wait() } == true, "a finished body's captures were not released")
+    #expect(released, "a finished body's captures were not released")
   }
 
   /// Several threads add while the workers hand items back: every item runs once, and every item is freed.
