@@ -320,7 +320,9 @@ public class AnyWork: @unchecked Sendable {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
       lock.unlock()
-      return executeWithExtras(body, extras, trace)
+      let execution = executeWithExtras(body, extras, trace)
+      if case .completed = execution, valueSource != nil { letGoOfValueSource(on: owner) }
+      return execution
     }
     lock.unlock()
     // Only an `async` body's task needs the queue's priority.
@@ -328,6 +330,7 @@ public class AnyWork: @unchecked Sendable {
     case .detached:
       return .detached
     case .ended(let termination):
+      if valueSource != nil { letGoOfValueSource(on: owner) }
       let completed: Completed? = lock.withLock {
         guard !phase.isFinal else { return nil }
         return completeLocked(termination)
@@ -335,6 +338,16 @@ public class AnyWork: @unchecked Sendable {
       guard let completed else { preconditionFailure("Spindle: running work completed twice") }
       return .completed(completed)
     }
+  }
+
+  /// Lets go of ``valueSource`` once the body that read it has run for the last time, before the work completes (so
+  /// before its completion handlers run and its waiters wake), as when the body's closure held it: hands it back
+  /// to the adding thread when that is possible (see `WorkEngine.handBack`), releases it here otherwise. Called only
+  /// by the thread that ran the body; nothing else touches `valueSource` until the work has completed.
+  private func letGoOfValueSource(on owner: WorkEngine) {
+    var source = valueSource.take()
+    // The body ran, so the source finished successfully (`add(after:)` does not run after a failed dependency).
+    if source?.freesOnlyMemory == true && !owner.runsOnMain { _ = owner.handBack(&source) }
   }
 
   /// How a body that was started went on.

@@ -69,10 +69,8 @@ extension WorkEngine {
     // (retained and released) the item for the call. `consume`: the worker holds the only reference its starter had,
     // so a finished item is not kept alive (with its value) until the worker stops.
     var upcoming: AnyWork? = consume first
-    // Items handed back since this worker last freed the list (see `handBack`); whatever it handed back is freed at
-    // the latest when it stops.
-    var handedBack = 0
-    defer { if handedBack > 0 { releaseHandedBack() } }
+    // Whatever this worker handed back (see `handBack`) is freed at the latest when it stops.
+    defer { releaseHandedBackIfAny() }
     while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
@@ -82,17 +80,10 @@ extension WorkEngine {
       case .completed(let completed):
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess && !runsOnMain
         step = completeOnWorker(item, completed)
-        // The dependency whose value the body received (it ran, so that dependency finished successfully).
-        var source = item.valueSource.take()
-        if source?.freesOnlyMemory == true && !runsOnMain && handBack(&source) { handedBack += 1 }
         if mayHandBack {
           // Moved, not copied, into an optional that `handBack` can empty.
           var finished: AnyWork? = consume item
-          if handBack(&finished) { handedBack += 1 }
-        }
-        if handedBack >= Self.handBackLimit {
-          releaseHandedBack()
-          handedBack = 0
+          _ = handBack(&finished)
         }
       case .skipped, .parked:
         step = state.withLock { state in

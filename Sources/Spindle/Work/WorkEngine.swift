@@ -38,6 +38,8 @@ final class WorkEngine: @unchecked Sendable {
   /// The hand-back list: finished items whose last reference a worker held, linked through `registryPrevious`,
   /// for the next thread that adds work to free (see ``handBack(_:)``).
   private let handedBack = Atomic<UnsafeMutableRawPointer?>(nil)
+  /// About how many items the hand-back list holds (pushes since it was last taken; not exact under races).
+  private let handedBackCount = Atomic<Int>(0)
 
   /// Whether workers run on the main queue (``MainWorkQueue``): they never linger there.
   let runsOnMain: Bool
@@ -131,8 +133,8 @@ final class WorkEngine: @unchecked Sendable {
 
   // MARK: - Handing finished items back
 
-  /// How many items one worker hands back before it frees the list itself: a bound on the memory the list holds
-  /// while nobody adds work.
+  /// How many items the hand-back list holds before the worker that adds one frees it itself: a bound on the
+  /// memory the list holds while nobody adds work.
   static let handBackLimit = 128
 
   /// Hands the last reference to a finished item back to the thread that adds the next one, which frees it; returns
@@ -144,13 +146,21 @@ final class WorkEngine: @unchecked Sendable {
   /// waking each other on that lock for about 15 % of the run. Freed by the adding thread instead, the block goes
   /// to that thread's cache and the next item's `malloc` reuses it without a lock.
   ///
-  /// Only items whose deinit frees memory and nothing else are handed back (``AnyWork/freesOnlyMemory``, and
-  /// finished successfully: no error to release), so no user-visible deinit is delayed: a body's captures are
-  /// released when it ends, as before, and a value with a deinit is never in such an item. The list is freed by
-  /// the next `add` on this queue, by the worker itself after ``handBackLimit`` items, and when the worker stops.
+  /// Only items whose deinit frees memory and nothing else are handed back (``AnyWork/freesOnlyMemory``, no extras
+  /// at the moment of the hand-back, and finished successfully: no error to release), so no user-visible deinit is
+  /// delayed: a body's captures are released when it ends, as before, and a value with a deinit, an observer or a
+  /// group's members are never in such an item. The list is freed by the next `add` on this queue, by the worker
+  /// that finds it holding ``handBackLimit`` items, and when a worker stops.
+  ///
+  /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
+  /// reuses).
   @inline(__always)
   func handBack(_ item: inout AnyWork?) -> Bool {
     guard isKnownUniquelyReferenced(&item) else { return false }
+    // Extras can be added after the work was created (an observer, a group's members, a cancel reason): checked
+    // now, under the item's lock, which orders this read after every thread that wrote them (none can any more:
+    // this is the only reference).
+    guard let work = item, work.lock.withLock({ work.extras == nil }) else { return false }
     // The reference moves out of `item` into the list: no retain here, no release when the caller's variable dies.
     let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
     var head = handedBack.load(ordering: .relaxed)
@@ -158,9 +168,11 @@ final class WorkEngine: @unchecked Sendable {
       node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
       let (exchanged, original) = handedBack.compareExchange(
         expected: head, desired: node.toOpaque(), ordering: .releasing)
-      if exchanged { return true }
+      if exchanged { break }
       head = original
     }
+    if handedBackCount.wrappingAdd(1, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
+    return true
   }
 
   /// Frees the items workers handed back, if there are any (one relaxed load when there are none).
@@ -172,6 +184,7 @@ final class WorkEngine: @unchecked Sendable {
   /// Takes the whole hand-back list and frees its items on this thread.
   func releaseHandedBack() {
     var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
+    handedBackCount.store(0, ordering: .relaxed)
     while let node = next {
       next = node._withUnsafeGuaranteedRef { $0.registryPrevious.take() }
       node.release()

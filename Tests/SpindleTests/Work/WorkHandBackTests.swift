@@ -70,10 +70,13 @@ import Testing
     let queue = WorkQueue(name: "hand-back.\(name)", maxConcurrent: 1)
     queue.suspend()
     let released = DispatchSemaphore(value: 0)
-    let after = setUp(queue, released)
-    let seen = queue.add(dependencies: after.map { [$0] } ?? []) {
-      released.wait(timeout: .now() + 60 * hangBoundScale) == .success
-    }
+    // In a closure, so that the test keeps no reference to what `setUp` returned once `seen` follows it.
+    let seen: Work<Bool> = {
+      let after = setUp(queue, released)
+      return queue.add(dependencies: after.map { [$0] } ?? []) {
+        released.wait(timeout: .now() + 60 * hangBoundScale) == .success
+      }
+    }()
     queue.resume()
     return await offPool { try? seen.wait() } == true
   }
@@ -113,6 +116,57 @@ import Testing
       return nil
     }
     #expect(released, "a finished body's captures were not released")
+  }
+
+  // Extras that arrive after the work was made (it was plain then): an observer, a group's members.
+
+  @Test func anObserversCapturesAreReleasedWithItsWork() async {
+    let released = await releasedBeforeTheNextItem("observer") { queue, released in
+      let canary = Canary(released)
+      queue.add { 1 }.observe { _ in _ = canary }
+      return nil
+    }
+    #expect(released, "an observer's captures outlived its finished, dropped work")
+  }
+
+  @Test func anObservedTypedDependencyIsReleasedWhenItsDependentHasRun() async {
+    let released = await releasedBeforeTheNextItem("observed-source") { queue, released in
+      let canary = Canary(released)
+      let source = queue.add { 1 }
+      source.observe { _ in _ = canary }
+      return queue.add(after: source) { _ in }
+    }
+    #expect(released, "an observer's captures outlived the dependency it observed")
+  }
+
+  @Test func aGroupsMembersAreReleasedWithTheGroupsWork() async {
+    let released = await releasedBeforeTheNextItem("group") { queue, released in
+      queue.group { group in
+        let member = group.add { Canary(released) }
+        return group.add(after: member) { _ in 1 }
+      }
+    }
+    #expect(released, "a group's members (and their values) outlived the group's work")
+  }
+
+  /// As when the body's closure held it: `add(after:)`'s dependency is let go before the dependent completes, so
+  /// its completion handlers (and `waitUntilAllFinished()`) already see it released.
+  @Test func aTypedDependencyIsReleasedBeforeItsDependentsHandlersRun() async {
+    let queue = WorkQueue(name: "hand-back.order", maxConcurrent: 1)
+    queue.suspend()
+    let released = DispatchSemaphore(value: 0)
+    let seen = Locked<Bool?>(nil)
+    let handled = DispatchSemaphore(value: 0)
+    do {
+      let source = queue.add { Canary(released) }
+      queue.add(after: source) { _ in }.whenCompleteErased {
+        seen.withLock { $0 = released.wait(timeout: .now()) == .success }
+        handled.signal()
+      }
+    }
+    queue.resume()
+    #expect(await offPool { handled.wait(timeout: .now() + 60 * hangBoundScale) } == .success)
+    #expect(seen.withLock { $0 } == true, "the dependency was still alive when its dependent's handler ran")
   }
 
   /// Several threads add while the workers hand items back: every item runs once, and every item is freed.
