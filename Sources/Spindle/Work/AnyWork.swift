@@ -87,9 +87,10 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var freesOnlyMemory = false
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
   @exclusivity(unchecked) var startedAt: UInt64 = 0
-  // The dependency whose value a plain `add(after:)` body receives, held here instead of in the body's closure: set
-  // before the work is admitted, read by the body on the thread that runs it, and taken once the work has run by
-  // that worker (which may hand it back: see `WorkEngine.handBack`), or dropped when the work ends without running.
+  // The dependency whose value an `add(after:)` body receives, held here instead of in the body's closure: set before
+  // the work is admitted, read by the body on the thread that runs it, and taken by that thread once the body has run
+  // for the last time, before the work completes (`letGoOfValueSource`, which may hand it back: see
+  // `WorkEngine.handBack`), or dropped when the work ends without running.
   @exclusivity(unchecked) @usableFromInline var valueSource: AnyWork?
   // lock: what the work waits for, until it is ready
   @exclusivity(unchecked) var dependencyList: DependencyList
