@@ -348,7 +348,7 @@ public class AnyWork: @unchecked Sendable {
   private func letGoOfValueSource(on owner: WorkEngine) {
     var source = valueSource.take()
     // The body ran, so the source finished successfully (`add(after:)` does not run after a failed dependency).
-    if source?.freesOnlyMemory == true && !owner.runsOnMain { _ = owner.handBack(&source) }
+    if source?.freesOnlyMemory == true { owner.handBack(&source) }
   }
 
   /// How a body that was started went on.

@@ -53,8 +53,8 @@ extension WorkEngine {
     if runsOnMain {
       // Through a box the block empties, so that the block (released only after it returns) does not keep the first
       // item alive while the worker runs on.
-      let box = HandOver(item)
-      DispatchQueue.main.async { self.runWorker(box.take()) }
+      let box = Locked<AnyWork?>(item)
+      DispatchQueue.main.async { self.runWorker(box.withLock { $0.take()! }) }
     } else {
       WorkerPool.shared.start(item, on: self)
     }
@@ -78,12 +78,12 @@ extension WorkEngine {
       let execution = item.execute(on: self)
       switch consume execution {
       case .completed(let completed):
-        let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess && !runsOnMain
+        let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess
         step = completeOnWorker(item, completed)
         if mayHandBack {
           // Moved, not copied, into an optional that `handBack` can empty.
           var finished: AnyWork? = consume item
-          _ = handBack(&finished)
+          handBack(&finished)
         }
       case .skipped, .parked:
         step = state.withLock { state in
@@ -153,13 +153,4 @@ extension WorkEngine {
     if case .run(let next) = step { return next }
     return nil
   }
-}
-
-/// One reference, handed from the thread that starts a main-queue worker to the block that runs it.
-// @unchecked Sendable: `item` is written once before the box is shared, and taken once, by the one block that runs
-// the worker (`DispatchQueue.main.async` orders the two).
-private final class HandOver: @unchecked Sendable {
-  private var item: AnyWork?
-  init(_ item: AnyWork) { self.item = item }
-  func take() -> AnyWork { item.take()! }
 }

@@ -137,8 +137,8 @@ final class WorkEngine: @unchecked Sendable {
   /// memory the list holds while nobody adds work.
   static let handBackLimit = 128
 
-  /// Hands the last reference to a finished item back to the thread that adds the next one, which frees it; returns
-  /// whether it did (the caller's reference was then the only one).
+  /// Hands the last reference to a finished item back to the thread that adds the next one, which frees it, if the
+  /// caller's reference is the only one (`item` is then emptied).
   ///
   /// Why: glibc's `malloc` gives each thread its own arena, and a block freed by another thread goes back to its
   /// own arena under that arena's lock. An item allocated by the adding thread and freed by a worker takes the
@@ -153,14 +153,15 @@ final class WorkEngine: @unchecked Sendable {
   /// that finds it holding ``handBackLimit`` items, and when a worker stops.
   ///
   /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
-  /// reuses).
+  /// reuses). Leaves `item` as it was when the work cannot be handed back (its reference is then released with the
+  /// caller's variable); main-queue workers never hand back, since they do not linger to free the list.
   @inline(__always)
-  func handBack(_ item: inout AnyWork?) -> Bool {
-    guard isKnownUniquelyReferenced(&item) else { return false }
+  func handBack(_ item: inout AnyWork?) {
+    guard !runsOnMain, isKnownUniquelyReferenced(&item) else { return }
     // Extras can be added after the work was created (an observer, a group's members, a cancel reason): checked
     // now, under the item's lock, which orders this read after every thread that wrote them (none can any more:
     // this is the only reference).
-    guard let work = item, work.lock.withLock({ work.extras == nil }) else { return false }
+    guard let work = item, work.lock.withLock({ work.extras == nil }) else { return }
     // The reference moves out of `item` into the list: no retain here, no release when the caller's variable dies.
     let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
     var head = handedBack.load(ordering: .relaxed)
@@ -172,7 +173,6 @@ final class WorkEngine: @unchecked Sendable {
       head = original
     }
     if handedBackCount.wrappingAdd(1, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
-    return true
   }
 
   /// Frees the items workers handed back, if there are any (one relaxed load when there are none).
