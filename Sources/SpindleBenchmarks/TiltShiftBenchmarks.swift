@@ -84,9 +84,19 @@ struct TiltShiftBenchmark {
     // The whole job, file in → file out, against the peers on the same files.
     let outputs = folder + "/out"
     try FileManager.default.createDirectory(atPath: outputs, withIntermediateDirectories: true)
-    @Sendable func job(_ index: Int, bands: Int) throws {
-      let image = try decoder.decode(contentsOf: inputs[index])
-      let bytes = try encoder.encode(filter.apply(to: image, bands: bands))
+    // Every in-process contender decodes (and filters) into buffers its earlier images left, as
+    // `TiltShiftBatch` does, so that the rows compare schedules and not fresh pages: one pool per run.
+    func pool() -> PixelBufferPool { PixelBufferPool(maxBuffers: 2 * bands + 2, maxBytes: .max) }
+    @Sendable func decode(_ index: Int, _ buffers: PixelBufferPool?) throws -> PooledImage {
+      var warnings: [String] = []
+      return PooledImage(
+        try decoder.decode(try ImageFile.read(inputs[index]), warnings: &warnings, reusing: buffers),
+        returningTo: buffers)
+    }
+    @Sendable func job(_ index: Int, bands: Int, _ buffers: PixelBufferPool? = nil) throws {
+      let filtered = PooledImage(
+        filter.apply(to: try decode(index, buffers).image, bands: bands, reusing: buffers), returningTo: buffers)
+      let bytes = try encoder.encode(filtered.image)
       try ImageFile.writeAtomically(bytes, to: outputs + "/photo-\(index).jpg")
     }
     let mask = folder + "/mask.png"
@@ -108,29 +118,40 @@ struct TiltShiftBenchmark {
     }
 
     // The floor: the same files through the same libjpeg-turbo, decoded and encoded again with no filter,
-    // as many at once as there are cores (the codecs are single-threaded, so this is their best schedule).
-    @Sendable func codecOnly(_ index: Int) throws {
-      let image = try decoder.decode(contentsOf: inputs[index])
-      try ImageFile.writeAtomically(try encoder.encode(image), to: outputs + "/floor-\(index).jpg")
+    // as many at once as there are cores (the codecs are single-threaded, so this is their best schedule),
+    // decoding into reused buffers like the contenders.
+    @Sendable func codecOnly(_ index: Int, _ buffers: PixelBufferPool) throws {
+      let decoded = try decode(index, buffers)
+      try ImageFile.writeAtomically(try encoder.encode(decoded.image), to: outputs + "/floor-\(index).jpg")
     }
     var whole: [(String, Contender.Kind, () throws -> Void)] = [
       (
         "floor: libjpeg-turbo decode + encode only, \(bands) at once", .inProcess,
-        { try Self.concurrently(inputs.count, width: bands) { try codecOnly($0) } }
+        {
+          let buffers = pool()
+          try Self.concurrently(inputs.count, width: bands) { try codecOnly($0, buffers) }
+        }
       ),
       (
         "TiltShift, images in turn, \(bands) bands", .inProcess,
-        { for index in inputs.indices { try job(index, bands: bands) } }
+        {
+          let buffers = pool()
+          for index in inputs.indices { try job(index, bands: bands, buffers) }
+        }
       ),
       (
         "TiltShift, \(bands) images at once, 1 band", .inProcess,
         {
-          try Self.concurrently(inputs.count, width: bands) { try job($0, bands: 1) }
+          let buffers = pool()
+          try Self.concurrently(inputs.count, width: bands) { try job($0, bands: 1, buffers) }
         }
       ),
       (
         "TiltShift, serial (1 band, images in turn)", .inProcess,
-        { for index in inputs.indices { try job(index, bands: 1) } }
+        {
+          let buffers = pool()
+          for index in inputs.indices { try job(index, bands: 1, buffers) }
+        }
       ),
       (
         "TiltShiftBatch on WorkQueue (spindle tiltshift)", .inProcess,

@@ -36,6 +36,11 @@ public struct BatchConfiguration: Sendable {
   /// ``maxImagesInMemory``). A file is admitted when its estimate (`3 × decoded size + 2 × file size`, from
   /// its header) fits in what is left; one whose estimate is over the whole budget is refused with
   /// ``ImageError/Kind/exceedsMemoryBudget(width:height:bytes:budget:)`` before its pixels are read.
+  ///
+  /// The pixel buffers of finished files are kept for the next files to decode and filter into (no fresh
+  /// pages to clear): at most two per image of ``maxImagesInMemory`` and a third of this budget, which is what the
+  /// estimate of the files in flight leaves (it counts three decoded sizes a file; a file holds two). They are
+  /// freed when the batch ends.
   public var memoryBudget: Int?
   /// Records every decode, filter and encode item of the batch (see `WorkTrace`); nil records nothing.
   public var trace: WorkTrace?

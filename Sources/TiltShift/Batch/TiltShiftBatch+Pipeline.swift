@@ -4,7 +4,8 @@ import Synchronization
 
 extension TiltShiftBatch {
   private struct Decoded: Sendable {
-    var image: Image
+    /// The pixels go back to the batch's pool when the stage's value is released (see ``PooledImage``).
+    var image: PooledImage
     var format: ImageFormat
     var bytesRead: Int
   }
@@ -24,6 +25,11 @@ extension TiltShiftBatch {
     let item = items[index]
     let configuration = configuration
     let filterBands = filterBands
+    let buffers = buffers
+    // 8-bit pixels only: a 16-bit filter holds three buffers at its peak, which the budget's estimate fills.
+    @Sendable func pooled(_ image: Image) -> PooledImage {
+      PooledImage(image, returningTo: image.bitDepth == 8 ? buffers : nil)
+    }
     let timings = TSanVisibleMutex(StageTimings())
     let warnings = TSanVisibleMutex([String]())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
@@ -44,12 +50,12 @@ extension TiltShiftBatch {
         let image: Image
         var found: [String] = []
         do throws(ImageError) {
-          image = try decoder.decode(bytes, warnings: &found)
+          image = try decoder.decode(bytes, warnings: &found, reusing: buffers)
         } catch {
           throw error.naming(item.input)
         }
         if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
-        return Decoded(image: image, format: inputFormat, bytesRead: bytes.count)
+        return Decoded(image: pooled(image), format: inputFormat, bytesRead: bytes.count)
       }
       let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
         (decoded: Decoded) throws -> Decoded in
@@ -60,7 +66,7 @@ extension TiltShiftBatch {
         var result = decoded
         let bands = filterBands.enter()
         defer { filterBands.leave() }
-        result.image = configuration.filter.apply(to: decoded.image, bands: bands)
+        result.image = pooled(configuration.filter.apply(to: decoded.image.image, bands: bands, reusing: buffers))
         return result
       }
       let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
@@ -72,7 +78,7 @@ extension TiltShiftBatch {
         let start = clock.now
         defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
         let format = item.format ?? configuration.outputFormat ?? filtered.format
-        var image = filtered.image
+        var image = filtered.image.image
         if configuration.stripsMetadata {
           // Without its orientation tag the picture must be stored as it is shown.
           image = image.orientedUpright()
@@ -90,8 +96,8 @@ extension TiltShiftBatch {
         try WorkContext.current?.checkCancellation()
         try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
         return Written(
-          width: filtered.image.width,
-          height: filtered.image.height,
+          width: filtered.image.image.width,
+          height: filtered.image.image.height,
           bytesRead: filtered.bytesRead,
           bytesWritten: bytes.count
         )

@@ -104,6 +104,7 @@ extension TiltShiftBatch {
           onFileFinished(FileReport(item: items[index], outcome: .cancelled, timings: StageTimings()), progress)
         }
       case .finish(let waiters):
+        buffers.close()
         publishToWatchers()
         for waiter in waiters { waiter() }
         return

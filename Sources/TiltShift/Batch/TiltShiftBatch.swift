@@ -34,6 +34,11 @@ public final class TiltShiftBatch: Sendable {
   /// How many bands each file's filter gets: counts the batch's running bodies (see
   /// ``BatchConfiguration/bandsPerImage``).
   let filterBands: FilterBands
+  /// The pixel buffers of finished stages, for the next files' decodes and filters (closed when the batch ends).
+  /// It holds at most two buffers per image in memory (a file holds two: decoded and filtered, so with images of
+  /// one size no more buffers exist at once than the files in flight needed) and a third of the memory budget
+  /// (a file in flight is budgeted three decoded sizes and holds two, so held buffers fit in what is left).
+  let buffers: PixelBufferPool
 
   struct State {
     var next = 0
@@ -64,6 +69,8 @@ public final class TiltShiftBatch: Sendable {
     codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs, trace: configuration.trace)
     filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs, trace: configuration.trace)
     filterBands = FilterBands(most: configuration.bandsPerImage)
+    buffers = PixelBufferPool(
+      maxBuffers: 2 * configuration.maxImagesInMemory, maxBytes: (configuration.memoryBudget ?? Int.max) / 3)
     state = TSanVisibleMutex(
       State(reports: Array(repeating: nil, count: items.count), progress: BatchProgress(total: items.count))
     )

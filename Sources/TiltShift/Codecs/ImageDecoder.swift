@@ -59,13 +59,21 @@ public struct ImageDecoder: Sendable {
 
   /// Decodes in-memory file bytes; what a lenient decode let through is appended to `warnings`, one line each.
   public func decode(_ bytes: [UInt8], warnings: inout [String]) throws(ImageError) -> Image {
+    try decode(bytes, warnings: &warnings, reusing: nil)
+  }
+
+  /// Decodes in-memory file bytes into a buffer from `pool` when it holds one of the right size (see
+  /// ``PixelBufferPool``), else into a fresh one; the pixels are the same either way.
+  package func decode(
+    _ bytes: [UInt8], warnings: inout [String], reusing pool: PixelBufferPool?
+  ) throws(ImageError) -> Image {
     guard !bytes.isEmpty else { throw ImageError(.emptyFile) }
     guard let format = ImageFormat(detecting: bytes) else { throw ImageError(.notAnImage) }
     var found: [String] = []
     let result: Result<Image, ImageError> = bytes.withUnsafeBufferPointer { buffer in
       switch format {
-      case .jpeg: decodeJPEG(buffer, warnings: &found)
-      case .png: decodePNG(buffer, warnings: &found)
+      case .jpeg: decodeJPEG(buffer, warnings: &found, pool: pool)
+      case .png: decodePNG(buffer, warnings: &found, pool: pool)
       }
     }
     warnings += found
@@ -121,7 +129,24 @@ public struct ImageDecoder: Sendable {
     return try result.get()
   }
 
-  private func decodeJPEG(_ data: UnsafeBufferPointer<UInt8>, warnings: inout [String]) -> Result<Image, ImageError> {
+  /// `count` bytes, every one written by `fill`: a buffer from `pool` when it has one, else a fresh one.
+  private static func pixels(
+    count: Int, from pool: PixelBufferPool?, _ fill: (UnsafeMutablePointer<UInt8>) -> Void
+  ) -> [UInt8] {
+    if var reused = pool?.take(count: count) {
+      reused.withUnsafeMutableBufferPointer { fill($0.baseAddress!) }
+      return reused
+    }
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+      fill(buffer.baseAddress!)
+      // On failure the contents are discarded; claiming them initialized keeps the array valid (UInt8 is trivial).
+      initialized = count
+    }
+  }
+
+  private func decodeJPEG(
+    _ data: UnsafeBufferPointer<UInt8>, warnings: inout [String], pool: PixelBufferPool?
+  ) -> Result<Image, ImageError> {
     guard let decoder = spindle_jpeg_decoder_create(data.baseAddress, data.count) else {
       return .failure(ImageError(.corruptData(format: .jpeg, message: "cannot create a decoder (out of memory)")))
     }
@@ -141,10 +166,8 @@ public struct ImageDecoder: Sendable {
     }
     let count = Int(width) * Int(height) * Int(channels)
     var readStatus = Int32(SPINDLE_JPEG_OK)
-    let pixels = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      readStatus = spindle_jpeg_decoder_read_pixels(decoder, buffer.baseAddress, count, isLenient ? 1 : 0)
-      // On failure the contents are discarded; claiming them initialized keeps the array valid (UInt8 is trivial).
-      initialized = count
+    let pixels = Self.pixels(count: count, from: pool) { buffer in
+      readStatus = spindle_jpeg_decoder_read_pixels(decoder, buffer, count, isLenient ? 1 : 0)
     }
     var firstRow: Int32 = -1
     let damage = spindle_jpeg_decoder_damage(decoder, &firstRow)
@@ -208,7 +231,9 @@ public struct ImageDecoder: Sendable {
     return ImageError(.corruptData(format: .png, message: message))
   }
 
-  private func decodePNG(_ data: UnsafeBufferPointer<UInt8>, warnings: inout [String]) -> Result<Image, ImageError> {
+  private func decodePNG(
+    _ data: UnsafeBufferPointer<UInt8>, warnings: inout [String], pool: PixelBufferPool?
+  ) -> Result<Image, ImageError> {
     guard let decoder = spindle_png_decoder_create(data.baseAddress, data.count) else {
       return .failure(ImageError(.corruptData(format: .png, message: "cannot create a decoder (out of memory)")))
     }
@@ -231,9 +256,8 @@ public struct ImageDecoder: Sendable {
     }
     let count = Int(width) * Int(height) * Int(channels) * Int(depth / 8)
     var readStatus = Int32(SPINDLE_PNG_OK)
-    let pixels = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      readStatus = spindle_png_decoder_read_pixels(decoder, buffer.baseAddress, count, isLenient ? 1 : 0)
-      initialized = count
+    let pixels = Self.pixels(count: count, from: pool) { buffer in
+      readStatus = spindle_png_decoder_read_pixels(decoder, buffer, count, isLenient ? 1 : 0)
     }
     var firstRow: Int32 = -1
     let damage = spindle_png_decoder_damage(decoder, &firstRow)

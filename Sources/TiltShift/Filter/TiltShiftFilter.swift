@@ -43,11 +43,17 @@ public struct TiltShiftFilter: Sendable {
   ///   - bands: How many pieces each phase is split into to run concurrently (1 = serial, on the
   ///     calling thread). The output is the same for every band count.
   public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
+    apply(to: image, bands: bands, reusing: nil)
+  }
+
+  /// ``apply(to:bands:)``, writing the 8-bit output into a buffer from `pool` when it holds one of the image's
+  /// size (see ``PixelBufferPool``); the output is the same either way.
+  package func apply(to image: Image, bands: Int, reusing pool: PixelBufferPool?) -> Image {
     let box = parameters.boxWidth
     guard box > 1 else { return image }
     if image.bitDepth == 16 { return apply16(to: image, bands: max(1, bands)) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
-    let pixels = plan.run(image.pixels, bands: max(1, bands))
+    let pixels = plan.run(image.pixels, bands: max(1, bands), into: pool?.take(count: image.pixels.count))
     return image.replacingPixels(pixels)
   }
 }
@@ -101,12 +107,18 @@ struct TiltShiftPlan {
   /// Filters `original` and returns the output pixels.
   ///
   /// One buffer beside the original: the horizontal passes fill it, and the vertical passes overwrite it in
-  /// place with the output (see ``verticalRuns``), so a 12 MP image costs one fresh 36 MB buffer, not two.
-  func run(_ original: [UInt8], bands: Int) -> [UInt8] {
+  /// place with the output (see ``verticalRuns``), so a 12 MP image costs one 36 MB buffer, not two: `reused`
+  /// when it is given (its contents do not matter: every byte is written), else a fresh one.
+  func run(_ original: [UInt8], bands: Int, into reused: consuming [UInt8]? = nil) -> [UInt8] {
     let count = original.count
-    var output = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-      adviseHugePages(buffer)
-      initialized = count
+    var output: [UInt8]
+    if let reused = reused.take(), reused.count == count {
+      output = reused
+    } else {
+      output = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        adviseHugePages(buffer)
+        initialized = count
+      }
     }
     original.withUnsafeBufferPointer { original in
       output.withUnsafeMutableBufferPointer { output in

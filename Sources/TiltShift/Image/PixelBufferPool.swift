@@ -1,0 +1,135 @@
+import Spindle
+
+/// Pixel buffers handed from one image to the next, so that decoding and filtering write into memory that is
+/// already mapped instead of fresh pages.
+///
+/// A fresh image-sized array is memory the kernel has never given the process, or took back when the last
+/// one was freed (glibc returns blocks of 32 MB and more to the kernel at once): every page is cleared on its
+/// first write, one fault each, and on a virtual machine the host may fault it in too. In a batch of 12 MP
+/// photos that was two 36 MB buffers cleared per file, one for the decoded pixels and one for the filter's
+/// output. A pool keeps the buffers of finished files for the next ones instead.
+///
+/// Value semantics are untouched: a buffer is only written through `withUnsafeMutableBufferPointer`, which
+/// copies first if anyone else still holds it, so an image that escaped keeps its pixels.
+///
+/// ```swift
+/// let pool = PixelBufferPool(maxBuffers: 4, maxBytes: 1 << 30)
+/// var pixels = pool.take(count: 36_000_000) ?? [UInt8](repeating: 0, count: 36_000_000)
+/// pixels.withUnsafeMutableBufferPointer { decodeInto($0) }
+/// pool.giveBack(pixels)  // the next image of that size reuses the memory
+/// pool.close()           // done: frees what it holds
+/// ```
+package final class PixelBufferPool: Sendable {
+  private struct State {
+    var buffers: [[UInt8]] = []
+    var bytes = 0
+    var reused = 0
+    var closed = false
+  }
+
+  /// The most buffers held at once.
+  package let maxBuffers: Int
+  /// The most bytes (of capacity) held at once.
+  package let maxBytes: Int
+  private let state = TSanVisibleMutex(State())
+
+  /// Creates an empty pool that holds at most `maxBuffers` buffers of at most `maxBytes` bytes in all.
+  package init(maxBuffers: Int, maxBytes: Int) {
+    self.maxBuffers = max(0, maxBuffers)
+    self.maxBytes = max(0, maxBytes)
+  }
+
+  /// A held buffer of exactly `count` bytes (its contents are whatever it held), or nil if none fits.
+  ///
+  /// A buffer of that count is preferred; otherwise the smallest whose capacity holds `count`, cut or
+  /// extended to `count` within its capacity (no new allocation).
+  package func take(count: Int) -> [UInt8]? {
+    var buffer: [UInt8]? = state.withLock { state in
+      var best: Int?
+      for index in state.buffers.indices {
+        let candidate = state.buffers[index]
+        if candidate.count == count {
+          best = index
+          break
+        }
+        if candidate.capacity >= count, best.map({ candidate.capacity < state.buffers[$0].capacity }) ?? true {
+          best = index
+        }
+      }
+      guard let best else { return nil }
+      let taken = state.buffers.remove(at: best)
+      state.bytes -= taken.capacity
+      state.reused += 1
+      return taken
+    }
+    guard var found = buffer.take() else { return nil }
+    if found.count > count {
+      found.removeLast(found.count - count)
+    } else if found.count < count {
+      found.append(contentsOf: repeatElement(0, count: count - found.count))
+    }
+    return found
+  }
+
+  /// Keeps `buffer` for a later ``take(count:)``, unless the pool is full (then it is freed, outside the lock).
+  package func giveBack(_ buffer: consuming [UInt8]) {
+    let kept = buffer
+    let address = kept.withUnsafeBufferPointer { $0.baseAddress }
+    let refused: [UInt8]? = state.withLock { state in
+      let size = kept.capacity
+      guard !state.closed, size > 0, state.buffers.count < maxBuffers, state.bytes + size <= maxBytes else {
+        return kept
+      }
+      // The same storage twice (two images sharing their pixels) would be counted twice and written by two takers.
+      if state.buffers.contains(where: { $0.withUnsafeBufferPointer { $0.baseAddress } == address }) { return kept }
+      state.buffers.append(kept)
+      state.bytes += size
+      return nil
+    }
+    _ = refused
+  }
+
+  /// Frees every held buffer; buffers given back later are freed at once.
+  package func close() {
+    let freed = state.withLock { state in
+      defer {
+        state.buffers = []
+        state.bytes = 0
+        state.closed = true
+      }
+      return state.buffers
+    }
+    _ = freed
+  }
+
+  /// How many buffers are held now.
+  package var heldCount: Int { state.withLock { $0.buffers.count } }
+
+  /// How many bytes of capacity are held now.
+  package var heldBytes: Int { state.withLock { $0.bytes } }
+
+  /// How many times ``take(count:)`` found a buffer.
+  package var reuseCount: Int { state.withLock { $0.reused } }
+}
+
+/// An image whose pixel buffer goes back to a pool when the last reference to it goes away.
+///
+/// A pipeline stage's value lives as long as the `Work` that produced it; wrapping the image in this box gives
+/// its pixels back the moment that value is released, without the stage having to own it.
+package final class PooledImage: Sendable {
+  /// The image.
+  package let image: Image
+  private let pool: PixelBufferPool?
+
+  /// Wraps `image`; its pixels go to `pool` (if any) when this box is released.
+  package init(_ image: Image, returningTo pool: PixelBufferPool?) {
+    self.image = image
+    self.pool = pool
+  }
+
+  deinit {
+    // A copy of the reference; the box's own goes right after, so the pool then holds the only one (unless the
+    // image escaped, in which case the next writer copies: see the pool's notes).
+    pool?.giveBack(image.pixels)
+  }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Spindle
+import SpindleTestSupport
+import Testing
+
+@testable import TiltShift
+
+/// The pool that hands pixel buffers from one image to the next, and the decoder, filter and batch that use it:
+/// reuse must never change a pixel, never write into memory someone else still reads, and stay within its bounds.
+@Suite struct PixelBufferPoolTests {
+  static func address(_ buffer: [UInt8]) -> UnsafeRawPointer? {
+    buffer.withUnsafeBytes { $0.baseAddress }
+  }
+
+  /// A buffer of `count` bytes that no decoder or filter would write: reusing it must leave none of it behind.
+  static func garbage(_ count: Int) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 17) }
+  }
+
+  @Test("a buffer given back is the one taken next, same storage, by count or by capacity")
+  func takeReusesTheStorage() {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    var small: [UInt8]? = Self.garbage(100)
+    var large: [UInt8]? = Self.garbage(200)
+    let (smallAddress, largeAddress) = (Self.address(small!), Self.address(large!))
+    pool.giveBack(small.take()!)
+    pool.giveBack(large.take()!)
+    #expect(pool.heldCount == 2)
+    let exact = pool.take(count: 100)
+    #expect(exact?.count == 100)
+    #expect(exact.flatMap(Self.address) == smallAddress, "the buffer of that count, not a larger one")
+    let cut = pool.take(count: 150)
+    #expect(cut?.count == 150, "a larger buffer is cut to the count asked for")
+    #expect(cut.flatMap(Self.address) == largeAddress, "within its capacity: no new allocation, no copy")
+    #expect(pool.take(count: 10) == nil, "nothing left")
+    #expect(pool.reuseCount == 2)
+    #expect(pool.heldBytes == 0)
+  }
+
+  @Test("a buffer whose capacity is too small is not taken; otherwise the smallest that fits is")
+  func takeNeedsTheCapacity() {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    let small = Self.garbage(64)
+    let capacity = small.capacity
+    pool.giveBack(small)
+    #expect(pool.take(count: capacity + 1) == nil)
+    #expect(pool.heldCount == 1, "a refused take keeps the buffer")
+    pool.giveBack(Self.garbage(capacity * 4))
+    pool.giveBack(Self.garbage(capacity * 2))
+    let taken = pool.take(count: capacity + 1)
+    #expect(taken?.count == capacity + 1)
+    #expect(taken.map { $0.capacity < capacity * 4 } == true, "the smallest buffer that holds the count")
+    let extended = pool.take(count: capacity + 1)
+    #expect(extended?.count == capacity + 1, "a smaller count in a larger buffer is extended… or cut: any fits")
+    #expect(pool.heldCount == 1)
+  }
+
+  @Test("the pool keeps at most maxBuffers buffers and maxBytes bytes; a closed pool keeps nothing")
+  func boundsAreKept() {
+    let pool = PixelBufferPool(maxBuffers: 2, maxBytes: 10_000)
+    for _ in 0..<3 { pool.giveBack(Self.garbage(1000)) }
+    #expect(pool.heldCount == 2, "the third is freed")
+    let big = PixelBufferPool(maxBuffers: 8, maxBytes: 10_000)
+    big.giveBack(Self.garbage(6000))
+    big.giveBack(Self.garbage(6000))
+    #expect(big.heldCount == 1, "the second would take the pool over its bytes")
+    #expect(big.heldBytes <= 10_000)
+    big.close()
+    #expect(big.heldCount == 0 && big.heldBytes == 0)
+    big.giveBack(Self.garbage(100))
+    #expect(big.heldCount == 0, "given back after close: freed")
+    #expect(big.take(count: 100) == nil)
+  }
+
+  @Test("the same storage given back twice is held once")
+  func sameStorageIsHeldOnce() {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    let buffer = Self.garbage(500)
+    let alias = buffer
+    pool.giveBack(buffer)
+    pool.giveBack(alias)
+    #expect(pool.heldCount == 1)
+    #expect(pool.heldBytes == buffer.capacity)
+  }
+
+  @Test("a buffer still held elsewhere is copied when written, never changed under its holder")
+  func aSharedBufferKeepsItsValue() throws {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    let image = TestImages.noise(width: 40, height: 30, layout: .rgb)
+    let kept = image.pixels
+    pool.giveBack(image.pixels)  // `image` and `kept` still hold it
+    let jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.noise(width: 40, height: 30, layout: .rgb, seed: 99))
+    var warnings: [String] = []
+    let decoded = try ImageDecoder().decode(jpeg, warnings: &warnings, reusing: pool)
+    #expect(pool.reuseCount == 1, "the decode took the buffer")
+    #expect(image.pixels == kept, "the image that still held it is unchanged")
+    #expect(Self.address(decoded.pixels) != Self.address(kept), "the write went to a copy")
+    #expect(decoded.pixels == (try ImageDecoder().decode(jpeg)).pixels)
+  }
+
+  @Test("a pooled image gives its pixels back when its last reference goes, not before")
+  func pooledImageGivesBackOnRelease() {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    var first: PooledImage? = PooledImage(TestImages.noise(width: 20, height: 10, layout: .rgb), returningTo: pool)
+    let address = first.flatMap { Self.address($0.image.pixels) }
+    var second = first
+    first = nil
+    #expect(pool.heldCount == 0, "still referenced")
+    #expect(second?.image.width == 20)
+    second = nil
+    #expect(pool.heldCount == 1)
+    #expect(pool.take(count: 600).flatMap(Self.address) == address, "the same storage, back in the pool")
+  }
+
+  @Test(
+    "decoding into a reused buffer full of other bytes gives the pixels of a fresh decode",
+    arguments: ["jpeg", "png", "png16", "jpeg cut (lenient)", "png cut (lenient)"])
+  func decodeIntoReusedBuffer(_ kind: String) throws {
+    let picture = TestImages.picture(width: 48, height: 40, layout: .rgb)
+    var bytes: [UInt8]
+    var decoder = ImageDecoder()
+    switch kind {
+    case "jpeg", "jpeg cut (lenient)":
+      bytes = try ImageEncoder(format: .jpeg).encode(picture)
+    case "png16":
+      let deep = Image(
+        width: 48, height: 40, layout: .rgb, samples16: picture.pixels.map { UInt16($0) &* 251 })
+      bytes = try ImageEncoder(format: .png).encode(deep)
+      decoder.keeps16Bits = true
+    default:
+      bytes = try ImageEncoder(format: .png).encode(picture)
+    }
+    if kind.contains("cut") {
+      bytes = Array(bytes.prefix(bytes.count * 6 / 10))
+      decoder.isLenient = true
+    }
+    var warnings: [String] = []
+    let fresh = try decoder.decode(bytes, warnings: &warnings)
+    #expect(kind.contains("cut") == !warnings.isEmpty, "the cut files are damaged: \(warnings)")
+    let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
+    pool.giveBack(Self.garbage(fresh.pixels.count))
+    let reused = try decoder.decode(bytes, warnings: &warnings, reusing: pool)
+    #expect(pool.reuseCount == 1, "the decode used the pool's buffer")
+    #expect(reused == fresh, "no byte of the old buffer survives")
+  }
+
+  @Test("filtering into a reused buffer gives the output of a fresh filter, clear rows included")
+  func filterIntoReusedBuffer() throws {
+    let image = TestImages.noise(width: 96, height: 80, layout: .rgb)
+    let filter = TiltShiftFilter(
+      parameters: try TiltShiftParameters(radius: 4, clearBand: 0.3...0.7, innerIntensity: 0))
+    let fresh = filter.apply(to: image, bands: 2)
+    let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
+    pool.giveBack(Self.garbage(image.pixels.count))
+    let reused = filter.apply(to: image, bands: 2, reusing: pool)
+    #expect(pool.reuseCount == 1)
+    #expect(reused == fresh)
+    let rowBytes = image.bytesPerRow
+    let rows = (0..<image.height).map { $0 * rowBytes..<($0 + 1) * rowBytes }
+    #expect(rows.contains { fresh.pixels[$0] != image.pixels[$0] }, "the filter blurred rows")
+    #expect(rows.contains { fresh.pixels[$0] == image.pixels[$0] }, "and kept some as they were: copied, not left")
+  }
+
+  @Test("a batch reuses buffers between files, writes what fresh buffers give, and ends with an empty pool")
+  func batchReusesBuffers() async throws {
+    let folder = try makeTemporaryFolder("spindle-pool").path
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    // Two sizes, so that buffers are also cut to a smaller count and refused when too small.
+    let sizes = [(64, 48), (64, 48), (80, 60), (64, 48), (48, 40), (80, 60), (64, 48)]
+    let items = try sizes.enumerated().map { index, size in
+      let input = folder + "/in-\(index).jpg"
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: size.0, height: size.1)
+      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
+      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
+    }
+    for jobs in [1, 2] {
+      for item in items { try? FileManager.default.removeItem(atPath: item.output) }
+      let configuration = BatchConfiguration(jobs: jobs)
+      let batch = TiltShiftBatch(items: items, configuration: configuration)
+      let summary = await batch.run()
+      #expect(summary.progress.succeeded == items.count)
+      #expect(batch.buffers.reuseCount > 0, "jobs \(jobs): later files reuse earlier files' buffers")
+      #expect(batch.buffers.heldCount == 0, "jobs \(jobs): the finished batch holds no buffer")
+      for item in items {
+        let expected = try ImageEncoder(format: .jpeg).encode(
+          configuration.filter.apply(to: try ImageDecoder().decode(contentsOf: item.input)))
+        #expect(try ImageFile.read(item.output) == expected, "jobs \(jobs): \(item.output)")
+      }
+    }
+  }
+
+  @Test("one file at a time, every file after the first decodes and filters into the previous file's buffers")
+  func serialBatchReusesBothBuffers() async throws {
+    let folder = try makeTemporaryFolder("spindle-pool-serial").path
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let items = try (0..<4).map { index in
+      let input = folder + "/in-\(index).jpg"
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: 72, height: 56)
+      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
+      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
+    }
+    let batch = TiltShiftBatch(items: items, configuration: .serial())
+    #expect(await batch.run().progress.succeeded == 4)
+    // The decoded and the filtered buffer of a file are both back before the next file starts (each stage's value
+    // is let go once the next stage's body ran), and the pool keeps two per image in memory.
+    #expect(batch.buffers.reuseCount == 2 * (items.count - 1))
+  }
+}
