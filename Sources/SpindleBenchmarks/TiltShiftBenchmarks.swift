@@ -87,17 +87,15 @@ struct TiltShiftBenchmark {
     // Every in-process contender decodes (and filters) into buffers its earlier images left, as
     // `TiltShiftBatch` does, so that the rows compare schedules and not fresh pages: one pool per run.
     func pool() -> PixelBufferPool { PixelBufferPool(maxBuffers: 2 * bands + 2, maxBytes: .max) }
-    @Sendable func decode(_ index: Int, _ buffers: PixelBufferPool?) throws -> PooledImage {
+    @Sendable func decode(_ index: Int, _ buffers: PixelBufferPool?) throws -> Image {
       var warnings: [String] = []
-      return PooledImage(
-        try decoder.decode(try ImageFile.read(inputs[index]), warnings: &warnings, reusing: buffers),
-        returningTo: buffers)
+      return try decoder.decode(try ImageFile.read(inputs[index]), warnings: &warnings, reusing: buffers)
     }
     @Sendable func job(_ index: Int, bands: Int, _ buffers: PixelBufferPool? = nil) throws {
-      let filtered = PooledImage(
-        filter.apply(to: try decode(index, buffers).image, bands: bands, reusing: buffers), returningTo: buffers)
-      let bytes = try encoder.encode(filtered.image)
-      try ImageFile.writeAtomically(bytes, to: outputs + "/photo-\(index).jpg")
+      // In place over the decoded pixels, as the batch filters.
+      let filtered = filter.apply(consuming: try decode(index, buffers), bands: bands, scratchFrom: buffers)
+      try ImageFile.writeAtomically(try encoder.encode(filtered), to: outputs + "/photo-\(index).jpg")
+      buffers?.giveBack((consume filtered).pixels)
     }
     let mask = folder + "/mask.png"
     try ImageFile.writeAtomically(
@@ -122,7 +120,8 @@ struct TiltShiftBenchmark {
     // decoding into reused buffers like the contenders.
     @Sendable func codecOnly(_ index: Int, _ buffers: PixelBufferPool) throws {
       let decoded = try decode(index, buffers)
-      try ImageFile.writeAtomically(try encoder.encode(decoded.image), to: outputs + "/floor-\(index).jpg")
+      try ImageFile.writeAtomically(try encoder.encode(decoded), to: outputs + "/floor-\(index).jpg")
+      buffers.giveBack((consume decoded).pixels)
     }
     var whole: [(String, Contender.Kind, () throws -> Void)] = [
       (

@@ -102,14 +102,49 @@ import Testing
   func pooledImageGivesBackOnRelease() {
     let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
     var first: PooledImage? = PooledImage(TestImages.noise(width: 20, height: 10, layout: .rgb), returningTo: pool)
-    let address = first.flatMap { Self.address($0.image.pixels) }
+    let address = first?.image.flatMap { Self.address($0.pixels) }
     var second = first
     first = nil
     #expect(pool.heldCount == 0, "still referenced")
-    #expect(second?.image.width == 20)
+    #expect(second?.image?.width == 20)
     second = nil
     #expect(pool.heldCount == 1)
     #expect(pool.take(count: 600).flatMap(Self.address) == address, "the same storage, back in the pool")
+  }
+
+  @Test("an image taken out of its box is the taker's: the box gives nothing back and has nothing left")
+  func takenImageIsNotGivenBack() {
+    let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
+    var box: PooledImage? = PooledImage(TestImages.noise(width: 20, height: 10, layout: .rgb), returningTo: pool)
+    var taken = box?.take()
+    #expect(taken?.width == 20)
+    #expect(box?.take() == nil && box?.image == nil, "taken once")
+    box = nil
+    #expect(pool.heldCount == 0, "the released box had nothing to give back")
+    // The taker owns the pixels outright: writing them does not copy.
+    let before = taken.map { Self.address($0.pixels) }
+    taken?.withUnsafeMutablePixels { $0[0] = 1 }
+    #expect(taken.map { Self.address($0.pixels) } == before)
+  }
+
+  @Test("the filter given an image of its own writes the output over its pixels, no copy")
+  func filterInPlaceDoesNotCopy() throws {
+    let filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 3))
+    var image: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb)
+    let address = image.map { Self.address($0.pixels) }
+    let output = filter.apply(consuming: image.take()!, bands: 2, scratchFrom: nil)
+    #expect(Self.address(output.pixels) == address)
+    // With a scratch buffer from a pool: the pool gets the same storage back, not a copy of it.
+    let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
+    var scratch: [UInt8]? = Self.garbage(output.pixels.count)
+    let scratchAddress = scratch.map(Self.address)
+    pool.giveBack(scratch.take()!)
+    var again: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb, seed: 3)
+    let againAddress = again.map { Self.address($0.pixels) }
+    let second = filter.apply(consuming: again.take()!, bands: 2, scratchFrom: pool)
+    #expect(Self.address(second.pixels) == againAddress)
+    #expect(pool.reuseCount == 1 && pool.heldCount == 1)
+    #expect(pool.take(count: output.pixels.count).map(Self.address) == scratchAddress, "written in place, given back")
   }
 
   @Test(

@@ -73,7 +73,7 @@ struct TiltShiftFilterTests {
       let image = TestImages.noise(width: width, height: height, layout: layout)
       let expected = referenceTiltShift(image, parameters)
       for bands in [1, 3] {
-        let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: bands)
+        let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: bands)
         #expect(output.pixels == expected, "\(width)x\(height) \(layout), radius \(radius), \(bands) bands")
         #expect(output.width == width && output.height == height && output.layout == layout)
       }
@@ -84,7 +84,7 @@ struct TiltShiftFilterTests {
     let image = TestImages.noise(width: 31, height: 29, layout: .rgb, seed: 3)
     for (band, inner) in [(0.0...1.0, 0.3), (0.2...0.3, 1.0), (0.5...0.5, 0.0), (0.1...0.9, 0.0)] {
       let parameters = try TiltShiftParameters(radius: 3, clearBand: band, innerIntensity: inner)
-      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
       #expect(output.pixels == referenceTiltShift(image, parameters), "band \(band) inner \(inner)")
     }
   }
@@ -93,9 +93,9 @@ struct TiltShiftFilterTests {
     // Wider than one 2048-byte column run, so strips are split into several runs.
     let image = TestImages.noise(width: 1500, height: 40, layout: .rgb)
     let filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 4))
-    let serial = filter.apply(to: image, bands: 1)
-    #expect(filter.apply(to: image, bands: 2).pixels == serial.pixels)
-    #expect(filter.apply(to: image, bands: 7).pixels == serial.pixels)
+    let serial = filter.bothWays(image, bands: 1)
+    #expect(filter.bothWays(image, bands: 2).pixels == serial.pixels)
+    #expect(filter.bothWays(image, bands: 7).pixels == serial.pixels)
     #expect(serial.pixels != image.pixels)
   }
 
@@ -121,7 +121,7 @@ struct TiltShiftFilterTests {
       let parameters = try TiltShiftParameters(radius: radius, clearBand: low...high, innerIntensity: inner)
       let image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(trial + 11))
       let bands = random(1...4)
-      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: bands)
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: bands)
       #expect(
         output.pixels == referenceTiltShift(image, parameters),
         "\(width)x\(height) \(layout), \(parameters), \(bands) bands")
@@ -132,7 +132,7 @@ struct TiltShiftFilterTests {
     let parameters = try TiltShiftParameters(radius: 4)
     for (width, height, layout) in [(1, 1, Image.Layout.rgb), (1, 9, .gray), (9, 1, .rgba), (2, 2, .grayAlpha)] {
       let image = TestImages.noise(width: width, height: height, layout: layout)
-      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 4)
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 4)
       #expect(output.pixels == referenceTiltShift(image, parameters), "\(width)x\(height)")
     }
   }
@@ -143,7 +143,7 @@ struct TiltShiftFilterTests {
     let parameters = try TiltShiftParameters(radius: 600, clearBand: 0.3...0.6, innerIntensity: 0.5)
     for (width, height, layout) in [(9, 7, Image.Layout.rgb), (6, 5, .gray), (4, 6, .rgba)] {
       let image = TestImages.noise(width: width, height: height, layout: layout, seed: 5)
-      let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
       #expect(output.pixels == referenceTiltShift(image, parameters), "\(width)x\(height) \(layout)")
     }
   }
@@ -158,7 +158,7 @@ struct TiltShiftFilterTests {
         let parameters = try TiltShiftParameters(radius: 2, clearBand: band, innerIntensity: 0)
         let expected = referenceTiltShift(image, parameters)
         for bands in [1, 2] {
-          let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: bands)
+          let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: bands)
           #expect(output.pixels == expected, "\(width)x\(height) \(layout), band \(band), \(bands) bands")
         }
       }
@@ -168,14 +168,14 @@ struct TiltShiftFilterTests {
   @Test func aFlatImageStaysFlat() {
     for layout in Image.Layout.allCases {
       let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)
-      #expect(TiltShiftFilter().apply(to: image, bands: 2).pixels == image.pixels)
+      #expect(TiltShiftFilter().bothWays(image, bands: 2).pixels == image.pixels)
     }
   }
 
   @Test func theClearBandIsUnchanged() throws {
     let image = TestImages.noise(width: 40, height: 100, layout: .rgb)
     let parameters = try TiltShiftParameters(radius: 5, clearBand: 0.35...0.65, innerIntensity: 0)
-    let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+    let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
     let rowBytes = image.bytesPerRow
     // Rows whose centres lie strictly inside the band have weight 0.
     #expect(output.pixels[36 * rowBytes..<64 * rowBytes] == image.pixels[36 * rowBytes..<64 * rowBytes])
@@ -186,7 +186,7 @@ struct TiltShiftFilterTests {
   @Test func alphaIsUnchanged() {
     for layout in [Image.Layout.rgba, .grayAlpha] {
       let image = TestImages.noise(width: 65, height: 30, layout: layout)
-      let output = TiltShiftFilter().apply(to: image, bands: 3)
+      let output = TiltShiftFilter().bothWays(image, bands: 3)
       let c = layout.channels
       let alphaIn = stride(from: c - 1, to: image.pixels.count, by: c).map { image.pixels[$0] }
       let alphaOut = stride(from: c - 1, to: output.pixels.count, by: c).map { output.pixels[$0] }
@@ -200,12 +200,31 @@ struct TiltShiftFilterTests {
     let parameters = try TiltShiftParameters(radius: 3, innerIntensity: 0)
     image.exif = TestImages.exif(orientation: 6)
     #expect(image.exifOrientation == 6)
-    let output = TiltShiftFilter(parameters: parameters).apply(to: image, bands: 2)
+    let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
     #expect(output.exif == image.exif)
     // Displayed a quarter turn round: the clear band is the middle columns of the stored pixels.
     for y in 0..<40 {
       #expect(output[30, y] == image[30, y])
       #expect(output[2, y] != image[2, y] || output[57, y] != image[57, y])
+    }
+  }
+
+  /// The mask along the stored columns (orientations 5–8) weighs each byte column on its own: in place, alpha
+  /// columns must be skipped, not blended.
+  @Test func rotatedImagesWithAlphaFilterTheSameInPlace() throws {
+    let parameters = try TiltShiftParameters(radius: 2, clearBand: 0.3...0.6, innerIntensity: 0.25)
+    for layout in Image.Layout.allCases {
+      for orientation: UInt8 in [1, 3, 5, 6, 7, 8] {
+        var image = TestImages.noise(width: 45, height: 33, layout: layout, seed: UInt32(orientation))
+        image.exif = TestImages.exif(orientation: orientation)
+        let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
+        let c = layout.channels
+        if layout.hasAlpha {
+          let alpha = { (pixels: [UInt8]) in stride(from: c - 1, to: pixels.count, by: c).map { pixels[$0] } }
+          #expect(alpha(output.pixels) == alpha(image.pixels), "\(layout), orientation \(orientation)")
+        }
+        #expect(output.pixels != image.pixels)
+      }
     }
   }
 
@@ -250,5 +269,24 @@ struct TiltShiftFilterTests {
         }
       }
     }
+  }
+}
+
+extension TiltShiftFilter {
+  /// The filter run both ways, which must agree: ``apply(to:bands:)``, and in place over a copy of the pixels
+  /// with a scratch buffer full of other bytes (what `TiltShiftBatch` runs); records a mismatch, returns the first.
+  func bothWays(_ image: Image, bands: Int, sourceLocation: SourceLocation = #_sourceLocation) -> Image {
+    let output = apply(to: image, bands: bands)
+    var copy = image
+    copy.withUnsafeMutablePixels { _ in }  // a copy of its own, so that the in-place run cannot touch `image`
+    let pool = PixelBufferPool(maxBuffers: 1, maxBytes: .max)
+    pool.giveBack((0..<image.pixels.count).map { UInt8(truncatingIfNeeded: $0 &* 89 &+ 7) })
+    let inPlace = apply(consuming: copy, bands: bands, scratchFrom: pool)
+    let size = "\(image.width)x\(image.height) \(image.layout)"
+    #expect(inPlace == output, "in place, \(size)", sourceLocation: sourceLocation)
+    let scratchUsed = parameters.boxWidth > 1 && image.bitDepth == 8
+    #expect(pool.reuseCount == (scratchUsed ? 1 : 0), sourceLocation: sourceLocation)
+    #expect(pool.heldCount == 1, "the scratch buffer is given back (or was never taken)", sourceLocation: sourceLocation)
+    return output
   }
 }

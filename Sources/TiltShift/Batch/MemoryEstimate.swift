@@ -1,8 +1,9 @@
 /// How much memory one file of a batch needs while it is in flight, estimated from its header alone.
 ///
 /// A file holds, at its peak (while the filter runs), its decoded pixels up to three times over — the original, a
-/// work buffer and the output (the 8-bit filter writes its output into its work buffer, so two) — and around the codecs its file bytes and the encoded output (taken as
-/// the input's size again): `3 × decoded + 2 × file`. The batch admits a file only when its estimate fits in
+/// work buffer and the output (16-bit filtering; the batch's 8-bit filter writes its output over the original, so
+/// two) — and around the codecs its file bytes and the encoded output (taken as the input's size again):
+/// `3 × decoded + 2 × file`. The batch admits a file only when its estimate fits in
 /// what the budget has left (``BatchConfiguration/memoryBudget``), and refuses outright a file whose
 /// estimate is over the whole budget.
 struct MemoryEstimate {

@@ -4,8 +4,15 @@ import Synchronization
 
 extension TiltShiftBatch {
   private struct Decoded: Sendable {
-    /// The pixels go back to the batch's pool when the stage's value is released (see ``PooledImage``).
+    /// The pixels go back to the batch's pool when the stage's value is released, unless the next stage took the
+    /// image (see ``PooledImage``): the filter takes the decoded image and writes its output over it.
     var image: PooledImage
+
+    /// The image; only the filter takes a stage's image, once, so it is there for every other reader.
+    var stillThere: Image {
+      guard let image = image.image else { preconditionFailure("TiltShiftBatch: a stage's image was taken twice") }
+      return image
+    }
     var format: ImageFormat
     var bytesRead: Int
   }
@@ -27,6 +34,8 @@ extension TiltShiftBatch {
     let filterBands = filterBands
     let buffers = buffers
     // 8-bit pixels only: a 16-bit filter holds three buffers at its peak, which the budget's estimate fills.
+    // (An 8-bit file holds two at most: the decoded pixels, which the filter overwrites with its output, and the
+    // filter's scratch buffer, which goes back to the pool when the filter returns.)
     @Sendable func pooled(_ image: Image) -> PooledImage {
       PooledImage(image, returningTo: image.bitDepth == 8 ? buffers : nil)
     }
@@ -66,7 +75,12 @@ extension TiltShiftBatch {
         var result = decoded
         let bands = filterBands.enter()
         defer { filterBands.leave() }
-        result.image = pooled(configuration.filter.apply(to: decoded.image.image, bands: bands, reusing: buffers))
+        // Taken, not copied: the decode's value holds nothing after this, and the output is written over it.
+        guard let original = decoded.image.take() else {
+          preconditionFailure("TiltShiftBatch: the decoded image of \(name) was taken twice")
+        }
+        result.image = pooled(
+          configuration.filter.apply(consuming: original, bands: bands, scratchFrom: buffers))
         return result
       }
       let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
@@ -78,7 +92,8 @@ extension TiltShiftBatch {
         let start = clock.now
         defer { timings.withLock { $0.encode = (clock.now - start).secondsValue } }
         let format = item.format ?? configuration.outputFormat ?? filtered.format
-        var image = filtered.image.image
+        var image = filtered.stillThere
+        let (width, height) = (image.width, image.height)
         if configuration.stripsMetadata {
           // Without its orientation tag the picture must be stored as it is shown.
           image = image.orientedUpright()
@@ -96,8 +111,8 @@ extension TiltShiftBatch {
         try WorkContext.current?.checkCancellation()
         try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)
         return Written(
-          width: filtered.image.image.width,
-          height: filtered.image.image.height,
+          width: width,
+          height: height,
           bytesRead: filtered.bytesRead,
           bytesWritten: bytes.count
         )

@@ -56,6 +56,24 @@ public struct TiltShiftFilter: Sendable {
     let pixels = plan.run(image.pixels, bands: max(1, bands), into: pool?.take(count: image.pixels.count))
     return image.replacingPixels(pixels)
   }
+
+  /// ``apply(to:bands:)`` on an image the caller gives up: the 8-bit output is written over its own pixels (in
+  /// place when nobody else holds them), and the one buffer the passes need besides comes from `pool` and goes
+  /// back to it after the call. The output is the same as ``apply(to:bands:)``'s.
+  package func apply(consuming given: consuming Image, bands: Int, scratchFrom pool: PixelBufferPool?) -> Image {
+    var image = consume given
+    let box = parameters.boxWidth
+    guard box > 1, image.bitDepth == 8 else { return apply(to: image, bands: bands) }
+    let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
+    // A `var` moved into the call with `take`: a constant captured by the closure would stay a second reference
+    // to the buffer, and writing it would copy all of it.
+    var scratch = pool?.take(count: image.pixels.count)
+    let work = image.withUnsafeMutablePixels { pixels in
+      plan.run(inPlace: pixels, bands: max(1, bands), scratch: scratch.take())
+    }
+    pool?.giveBack(work)
+    return image
+  }
 }
 
 /// Everything one filter run needs, worked out before touching pixels.
@@ -110,25 +128,40 @@ struct TiltShiftPlan {
   /// place with the output (see ``verticalRuns``), so a 12 MP image costs one 36 MB buffer, not two: `reused`
   /// when it is given (its contents do not matter: every byte is written), else a fresh one.
   func run(_ original: [UInt8], bands: Int, into reused: consuming [UInt8]? = nil) -> [UInt8] {
-    let count = original.count
-    var output: [UInt8]
-    if let reused = reused.take(), reused.count == count {
-      output = reused
-    } else {
-      output = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-        adviseHugePages(buffer)
-        initialized = count
-      }
-    }
+    var output = Self.buffer(count: original.count, reusing: reused)
     original.withUnsafeBufferPointer { original in
       output.withUnsafeMutableBufferPointer { output in
-        let source = original.baseAddress!
+        let source = UnsafeMutablePointer(mutating: original.baseAddress!)
         let work = output.baseAddress!
         horizontalPhase(source, into: work, bands: bands)
-        verticalPhase(original: source, work: work, bands: bands)
+        verticalPhase(original: source, work: work, bands: bands, writingOriginal: false)
       }
     }
     return output
+  }
+
+  /// Filters `pixels` in place; returns the buffer the horizontal passes used (`scratch` when it is given and
+  /// has the right size), for the caller to reuse.
+  ///
+  /// The horizontal passes read the original and fill the scratch buffer; the vertical passes turn it into
+  /// the blurred image row by row, and each finished row is blended into the original at once. Rows whose
+  /// weight is 0 are left as they are: nothing is copied.
+  func run(inPlace pixels: UnsafeMutableBufferPointer<UInt8>, bands: Int, scratch: consuming [UInt8]?) -> [UInt8] {
+    var work = Self.buffer(count: pixels.count, reusing: scratch)
+    work.withUnsafeMutableBufferPointer { work in
+      horizontalPhase(pixels.baseAddress!, into: work.baseAddress!, bands: bands)
+      verticalPhase(original: pixels.baseAddress!, work: work.baseAddress!, bands: bands, writingOriginal: true)
+    }
+    return work
+  }
+
+  /// `reused` if it holds `count` bytes, else a fresh buffer of `count` bytes (contents undefined) on 2 MB pages.
+  static func buffer(count: Int, reusing reused: consuming [UInt8]?) -> [UInt8] {
+    if let reused = reused.take(), reused.count == count { return reused }
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+      adviseHugePages(buffer)
+      initialized = count
+    }
   }
 
   /// The output rows the vertical passes walk: ``finalRows``, with two ranges joined (and the clear rows
@@ -160,19 +193,19 @@ struct TiltShiftPlan {
   /// three of them with one running sum per lane, vectorised, instead of one serial sum per channel. Each
   /// finished transposed row is scattered straight back into `destination`. Same sums, same rounding.
   private func horizontalPhase(
-    _ source: UnsafePointer<UInt8>, into destination: UnsafeMutablePointer<UInt8>, bands: Int
+    _ source: UnsafeMutablePointer<UInt8>, into destination: UnsafeMutablePointer<UInt8>, bands: Int
   ) {
     let lanes = Self.slabRows(channels: channels)
     let slabBytes = channels * lanes
     // Very wide boxes make rings so long that strips get narrower than a slab: those go row by row.
     guard VerticalCascade.stripBytes(for: kernel) >= slabBytes else {
-      return horizontalPhaseByRow(source, into: destination, bands: bands)
+      return horizontalPhaseByRow(UnsafePointer(source), into: destination, bands: bands)
     }
     let slabs = horizontalRows.flatMap { range in
       stride(from: range.lowerBound, to: range.upperBound, by: lanes).map { $0..<min($0 + lanes, range.upperBound) }
     }
     let pieces = min(bands, max(1, slabs.count))
-    let shared = (SharedPointer(UnsafeMutablePointer(mutating: source)), SharedPointer(destination))
+    let shared = (SharedPointer(source), SharedPointer(destination))
     parallelBands(count: pieces) { piece in
       let (source, destination) = (UnsafePointer(shared.0.pointer), shared.1.pointer)
       let (width, channels, rowBytes) = (self.width, self.channels, self.rowBytes)
@@ -228,15 +261,18 @@ struct TiltShiftPlan {
   ///
   /// `work` holds the horizontal result; a ``VerticalCascade`` per band walks each strip down once,
   /// running the three passes through small rings and writing each finished row back into `work` (rows it
-  /// no longer reads), where it is blended with the original at once; the rows outside every walk are copied
-  /// from the original last.
-  private func verticalPhase(original: UnsafePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, bands: Int) {
+  /// no longer reads), where it is blended with the original at once. The output is `work`, whose rows outside
+  /// every walk are copied from the original last; or, `writingOriginal`, the original itself, into which each
+  /// blurred row is blended (the rows outside every walk are already the output there).
+  private func verticalPhase(
+    original: UnsafeMutablePointer<UInt8>, work: UnsafeMutablePointer<UInt8>, bands: Int, writingOriginal: Bool
+  ) {
     let pieces = min(bands, max(1, rowBytes / 64))
     let runs = verticalRuns
-    let clearRows = complement(runs, limit: height)
-    let shared = (SharedPointer(UnsafeMutablePointer(mutating: original)), SharedPointer(work))
+    let clearRows = writingOriginal ? [] : complement(runs, limit: height)
+    let shared = (SharedPointer(original), SharedPointer(work))
     parallelBands(count: pieces) { piece in
-      let (original, work) = (UnsafePointer(shared.0.pointer), shared.1.pointer)
+      let (original, work) = (shared.0.pointer, shared.1.pointer)
       let output = work
       // Strip boundaries on 64-byte multiples, so no two strips share a cache line.
       let lines = (rowBytes + 63) / 64
@@ -250,7 +286,11 @@ struct TiltShiftPlan {
         let columns = runStart..<min(end, runStart + cascade.stripBytes)
         for rows in runs {
           cascade.run(UnsafePointer(work), output, columns: columns, rows: rows) { y in
-            blend(original: original, output: output, row: y, columns: columns)
+            if writingOriginal {
+              blend(UnsafePointer(output), into: original, row: y, columns: columns)
+            } else {
+              blend(original: original, output: output, row: y, columns: columns)
+            }
           }
         }
         for rows in clearRows {
@@ -292,6 +332,53 @@ struct TiltShiftPlan {
         target[x] = source[x]
         x += channels
       }
+    }
+  }
+
+  /// Mixes the blurred samples of one row's `columns` into the original, in place; alpha stays as it is.
+  ///
+  /// The same sums as ``blend(original:output:row:columns:)``: a weight of 0 leaves the original (`mix` of the
+  /// original alone is exact), a weight of 255 gives the blurred samples.
+  private func blend(
+    _ blurred: UnsafePointer<UInt8>, into original: UnsafeMutablePointer<UInt8>, row y: Int, columns: Range<Int>
+  ) {
+    let source = blurred + y * rowBytes
+    let target = original + y * rowBytes
+    if let rowWeights {
+      let weight = UInt16(rowWeights[y])
+      guard weight != 0 else { return }
+      if !hasAlpha && weight == 255 {
+        (target + columns.lowerBound).update(from: source + columns.lowerBound, count: columns.count)
+        return
+      }
+      let keep = 255 - weight
+      if hasAlpha {
+        forEachColour(in: columns) { x in target[x] = Self.mix(UInt16(target[x]), keep, UInt16(source[x]), weight) }
+      } else {
+        for x in columns { target[x] = Self.mix(UInt16(target[x]), keep, UInt16(source[x]), weight) }
+      }
+    } else if let columnWeights {
+      columnWeights.withUnsafeBufferPointer { weights in
+        @inline(__always) func mix(_ x: Int) {
+          let weight = UInt16(weights[x])
+          target[x] = Self.mix(UInt16(target[x]), 255 - weight, UInt16(source[x]), weight)
+        }
+        if hasAlpha {
+          forEachColour(in: columns, mix)
+        } else {
+          for x in columns { mix(x) }
+        }
+      }
+    }
+  }
+
+  /// Calls `body` with every byte column in `columns` that is not an alpha sample.
+  @inline(__always)
+  private func forEachColour(in columns: Range<Int>, _ body: (Int) -> Void) {
+    var channel = columns.lowerBound % channels
+    for x in columns {
+      if channel != channels - 1 || !hasAlpha { body(x) }
+      channel = channel == channels - 1 ? 0 : channel + 1
     }
   }
 

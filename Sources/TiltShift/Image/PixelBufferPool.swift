@@ -112,24 +112,32 @@ package final class PixelBufferPool: Sendable {
   package var reuseCount: Int { state.withLock { $0.reused } }
 }
 
-/// An image whose pixel buffer goes back to a pool when the last reference to it goes away.
+/// An image whose pixel buffer goes back to a pool when the last reference to it goes away, unless someone took
+/// the image out first.
 ///
 /// A pipeline stage's value lives as long as the `Work` that produced it; wrapping the image in this box gives
-/// its pixels back the moment that value is released, without the stage having to own it.
+/// its pixels back the moment that value is released, without the stage having to own it. A stage that is the
+/// image's only consumer can ``take()`` it instead and then own its pixels outright (to write over them).
 package final class PooledImage: Sendable {
-  /// The image.
-  package let image: Image
+  private let stored: TSanVisibleMutex<Image?>
   private let pool: PixelBufferPool?
 
-  /// Wraps `image`; its pixels go to `pool` (if any) when this box is released.
+  /// Wraps `image`; its pixels go to `pool` (if any) when this box is released with the image still in it.
   package init(_ image: Image, returningTo pool: PixelBufferPool?) {
-    self.image = image
+    stored = TSanVisibleMutex(image)
     self.pool = pool
   }
 
+  /// The image, or nil once it was taken.
+  package var image: Image? { stored.withLock { $0 } }
+
+  /// Moves the image out (nil if it was taken before): the caller holds its pixels now, and the box gives
+  /// nothing back.
+  package func take() -> Image? { stored.withLock { $0.take() } }
+
   deinit {
-    // A copy of the reference; the box's own goes right after, so the pool then holds the only one (unless the
-    // image escaped, in which case the next writer copies: see the pool's notes).
-    pool?.giveBack(image.pixels)
+    // Moved out, then handed over: when this scope ends the pool holds the only reference to the pixels (unless
+    // the image escaped, in which case the next writer copies: see the pool's notes).
+    if let image = stored.withLock({ $0.take() }) { pool?.giveBack(image.pixels) }
   }
 }
