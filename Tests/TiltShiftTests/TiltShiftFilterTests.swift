@@ -286,7 +286,7 @@ extension TiltShiftFilter {
     #expect(inPlace == output, "in place, \(size)", sourceLocation: sourceLocation)
     let scratchUsed = parameters.boxWidth > 1 && image.bitDepth == 8
     #expect(pool.reuseCount == (scratchUsed ? 1 : 0), sourceLocation: sourceLocation)
-    #expect(pool.heldCount == 1, "the scratch buffer is given back (or was never taken)", sourceLocation: sourceLocation)
+    #expect(pool.heldCount == 1, "the scratch is given back (or never taken)", sourceLocation: sourceLocation)
     return output
   }
 }
