@@ -48,7 +48,9 @@ struct TiltShiftBenchmark {
         report.results.append(
           BenchmarkResult(
             scenario: scenario, contender: contender, sample: measured.wall, items: items, isBaseline: index == 0,
-            note: String(format: "%.1f MP/s, cpu %.2f s", rate, measured.cpu)))
+            note: index == 0
+              ? String(format: "%.1f MP/s, cpu %.2f s", rate, measured.cpu)
+              : String(format: "%.1f MP/s, cpu %.2f s (%.2fx)", rate, measured.cpu, measured.cpuRatio)))
       }
     }
 
@@ -205,7 +207,8 @@ struct TiltShiftBenchmark {
         + "\(quality); \(ProcessInfo.processInfo.activeProcessorCount) cores; photos made procedurally")
     report.notes.append(
       "contenders run interleaved (one run of each in turn) so load changes hit all alike; cpu = median CPU "
-        + "seconds per run (user + system, children's for external tools), steadier than wall time on a busy machine")
+        + "seconds per run (user + system, children's for external tools), steadier than wall time on a busy machine; "
+        + "(N.NNx) = median over rounds of its CPU seconds over the baseline's in the same round")
     return report
   }
 
@@ -213,6 +216,8 @@ struct TiltShiftBenchmark {
   struct Measured {
     var wall: Sample
     var cpu: Double
+    /// The median over rounds of this contender's CPU seconds divided by the first contender's in the same round.
+    var cpuRatio: Double
   }
 
   enum Contender {
@@ -245,7 +250,11 @@ struct TiltShiftBenchmark {
       }
     }
     return contenders.indices.map { index in
-      (contenders[index].0, Measured(wall: Sample(walls[index]), cpu: Sample(cpus[index]).median))
+      let ratios = zip(cpus[index], cpus[0]).map { $1 > 0 ? $0 / $1 : 0 }
+      return (
+        contenders[index].0,
+        Measured(wall: Sample(walls[index]), cpu: Sample(cpus[index]).median, cpuRatio: Sample(ratios).median)
+      )
     }
   }
 
