@@ -202,12 +202,7 @@ import Testing
     defer { try? FileManager.default.removeItem(atPath: folder) }
     // Two sizes, so that buffers are also cut to a smaller count and refused when too small.
     let sizes = [(64, 48), (64, 48), (80, 60), (64, 48), (48, 40), (80, 60), (64, 48)]
-    let items = try sizes.enumerated().map { index, size in
-      let input = folder + "/in-\(index).jpg"
-      let photo = SamplePhoto(seed: UInt64(index)).render(width: size.0, height: size.1)
-      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
-      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
-    }
+    let items = try TiltShiftBatchTests.items(sizes: sizes, in: folder)
     for jobs in [1, 2] {
       for item in items { try? FileManager.default.removeItem(atPath: item.output) }
       let configuration = BatchConfiguration(jobs: jobs)
@@ -228,12 +223,7 @@ import Testing
   func serialBatchReusesBothBuffers() async throws {
     let folder = try makeTemporaryFolder("spindle-pool-serial").path
     defer { try? FileManager.default.removeItem(atPath: folder) }
-    let items = try (0..<4).map { index in
-      let input = folder + "/in-\(index).jpg"
-      let photo = SamplePhoto(seed: UInt64(index)).render(width: 72, height: 56)
-      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
-      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
-    }
+    let items = try TiltShiftBatchTests.items(4, in: folder, width: 72, height: 56)
     let batch = TiltShiftBatch(items: items, configuration: .serial())
     #expect(await batch.run().progress.succeeded == 4)
     // The decoded and the filtered buffer of a file are both back before the next file starts (each stage's value

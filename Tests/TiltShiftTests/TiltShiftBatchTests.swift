@@ -12,10 +12,15 @@ import Testing
   }
 
   /// `count` small JPEGs in a fresh folder, and an output path for each.
-  static func items(_ count: Int, in folder: String) throws -> [BatchItem] {
-    try (0..<count).map { index in
+  static func items(_ count: Int, in folder: String, width: Int = 64, height: Int = 48) throws -> [BatchItem] {
+    try items(sizes: Array(repeating: (width, height), count: count), in: folder)
+  }
+
+  /// One sample JPEG of each size in `folder` (`in-0.jpg`, …), and an output path for each (`out-0.jpg`, …).
+  static func items(sizes: [(width: Int, height: Int)], in folder: String) throws -> [BatchItem] {
+    try sizes.enumerated().map { index, size in
       let input = folder + "/in-\(index).jpg"
-      let photo = SamplePhoto(seed: UInt64(index)).render(width: 64, height: 48)
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: size.width, height: size.height)
       try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
       return BatchItem(input: input, output: folder + "/out-\(index).jpg")
     }
@@ -74,12 +79,7 @@ import Testing
   func sharedBandsKeepTheOutput() async throws {
     let folder = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: folder) }
-    let items = try (0..<6).map { index in
-      let input = folder + "/in-\(index).jpg"
-      let photo = SamplePhoto(seed: UInt64(index)).render(width: 200, height: 150)
-      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
-      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
-    }
+    let items = try Self.items(6, in: folder, width: 200, height: 150)
     let serialItems = items.map { BatchItem(input: $0.input, output: $0.output + ".serial.jpg") }
     let serial = await TiltShiftBatch(items: serialItems, configuration: .serial()).run()
     let shared = await TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 3, bandsPerImage: 4)).run()
