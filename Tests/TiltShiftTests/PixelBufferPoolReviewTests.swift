@@ -133,4 +133,32 @@ import Testing
       held + estimate <= estimate,
       "the pool held \(held) bytes beside a file estimated at the whole budget (\(estimate) bytes)")
   }
+  @Test("a batch cancelled mid-way, then run again, ends with an empty pool and every written file right")
+  func cancelledBatchHoldsNothing() async throws {
+    let folder = try makeTemporaryFolder("spindle-pool-cancel").path
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let items = try (0..<12).map { index in
+      let input = folder + "/in-\(index).jpg"
+      let photo = SamplePhoto(seed: UInt64(index)).render(width: 96 + 8 * (index % 3), height: 64)
+      try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: input)
+      return BatchItem(input: input, output: folder + "/out-\(index).jpg")
+    }
+    // A corrupt file among them: its decode fails after the pool may have handed it a buffer.
+    try ImageFile.writeAtomically(
+      [0xFF, 0xD8, 0xFF, 0xE0, 0, 16] + [UInt8](repeating: 7, count: 300), to: items[2].input)
+    let configuration = BatchConfiguration(jobs: 2, bandsPerImage: 2)
+    let batch = TiltShiftBatch(items: items, configuration: configuration)
+    let summary = await batch.run { _, progress in
+      if progress.completed == 4 { batch.cancel() }
+    }
+    #expect(summary.progress.failed >= 1 && summary.progress.cancelled > 0, "\(summary.progress)")
+    #expect(summary.progress.completed == items.count)
+    #expect(batch.buffers.heldCount == 0 && batch.buffers.heldBytes == 0)
+    let again = await batch.run()
+    #expect(again.progress.completed == items.count, "a second run starts nothing and does not trap")
+    #expect(batch.buffers.heldCount == 0)
+    for (index, item) in items.enumerated() where index != 2 && FileManager.default.fileExists(atPath: item.output) {
+      #expect(try ImageFile.read(item.output) == (try Self.byHand(item, configuration)), "\(item.output)")
+    }
+  }
 }
