@@ -161,4 +161,37 @@ import Testing
       #expect(try ImageFile.read(item.output) == (try Self.byHand(item, configuration)), "\(item.output)")
     }
   }
+  @Test("in place, into a pooled buffer, and out of place agree on random images, orientations, bands and radii")
+  func inPlaceFuzz() throws {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func random(_ range: ClosedRange<Int>) -> Int {
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+      return range.lowerBound + Int((state >> 33) % UInt64(range.count))
+    }
+    for trial in 0..<40 {
+      let layout = Image.Layout.allCases[random(0...3)]
+      let (width, height) = (random(1...90), random(1...90))
+      let radius = [0.0, 0.6, 1, 2, 5, 13, 40, 700][random(0...7)]
+      let low = Double(random(0...10)) / 10
+      let high = min(1, low + Double(random(0...6)) / 10)
+      let inner = [0.0, 1.0, 0.5][random(0...2)]
+      let parameters = try TiltShiftParameters(radius: radius, clearBand: low...high, innerIntensity: inner)
+      let filter = TiltShiftFilter(parameters: parameters)
+      var image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(trial + 1))
+      image.exif = TestImages.exif(orientation: UInt8(random(1...8)))
+      let bands = random(1...5)
+      let expected = filter.apply(to: image, bands: 1)
+      let label = "\(width)x\(height) \(layout) o\(image.orientation), \(parameters), \(bands) bands"
+      // The pool holds the image's own storage (as if it had escaped): neither path may write it.
+      let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
+      let kept = image.pixels
+      pool.giveBack(image.pixels)
+      let reused = filter.apply(to: image, bands: bands, reusing: pool)
+      #expect(reused == expected, "reusing: \(label)")
+      pool.giveBack(image.pixels)
+      let inPlace = filter.apply(consuming: image, bands: bands, scratchFrom: pool)
+      #expect(inPlace == expected, "in place: \(label)")
+      #expect(image.pixels == kept, "the input is untouched: \(label)")
+    }
+  }
 }
