@@ -194,4 +194,30 @@ import Testing
       #expect(image.pixels == kept, "the input is untouched: \(label)")
     }
   }
+  @Test("threads taking, writing, boxing and giving back buffers never see another thread's writes")
+  func poolStress() {
+    let pool = PixelBufferPool(maxBuffers: 6, maxBytes: 6 * 4096)
+    let clashes = Atomic<Int>(0)
+    DispatchQueue.concurrentPerform(iterations: 8) { worker in
+      for round in 0..<300 {
+        let count = [1000, 2000, 4000][(worker + round) % 3]
+        var pixels = pool.take(count: count) ?? [UInt8](repeating: 0, count: count)
+        let mark = UInt8(truncatingIfNeeded: worker &* 31 &+ round)
+        pixels.withUnsafeMutableBufferPointer { $0.update(repeating: mark) }
+        let image = Image(width: count / 4, height: 1, layout: .rgba, pixels: pixels)
+        let box = PooledImage(image, returningTo: pool)
+        if round % 3 == 0, var taken = box.take() {
+          taken.withUnsafeMutablePixels { $0[0] = mark }
+          if taken.pixels.contains(where: { $0 != mark }) { clashes.add(1, ordering: .relaxed) }
+          pool.giveBack(taken.pixels)
+        }
+        if pixels.contains(where: { $0 != mark }) || image.pixels.contains(where: { $0 != mark }) {
+          clashes.add(1, ordering: .relaxed)
+        }
+      }
+    }
+    #expect(clashes.load(ordering: .relaxed) == 0)
+    #expect(pool.reuseCount > 0)
+    #expect(pool.heldCount <= 6 && pool.heldBytes <= 6 * 4096)
+  }
 }
