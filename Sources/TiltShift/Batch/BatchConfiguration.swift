@@ -37,10 +37,11 @@ public struct BatchConfiguration: Sendable {
   /// its header) fits in what is left; one whose estimate is over the whole budget is refused with
   /// ``ImageError/Kind/exceedsMemoryBudget(width:height:bytes:budget:)`` before its pixels are read.
   ///
-  /// The pixel buffers of finished files are kept for the next files to decode and filter into (no fresh
-  /// pages to clear): at most two per image of ``maxImagesInMemory`` and a third of this budget, which is what the
-  /// estimate of the files in flight leaves (it counts three decoded sizes a file; a file holds two). They are
-  /// freed when the batch ends.
+  /// The 8-bit pixel buffers of finished files are kept for the next files to decode and filter into (no fresh
+  /// pages to clear), and they count against this budget: before a file is admitted, held buffers are freed, the
+  /// largest first, until they fit beside the estimates of the files in flight. A file only takes a buffer at most
+  /// an eighth larger than its pixels, so it never holds more than its estimate counts. At most two buffers per
+  /// image of ``maxImagesInMemory`` are kept, and none once the batch ends.
   public var memoryBudget: Int?
   /// Records every decode, filter and encode item of the batch (see `WorkTrace`); nil records nothing.
   public var trace: WorkTrace?

@@ -10,7 +10,8 @@ extension TiltShiftBatch {
     let (onFileFinished, start) = state.withLock { ($0.onFileFinished, $0.start) }
     while true {
       enum Step {
-        case start(Int)
+        /// Start file `index`; `room` is what the memory budget leaves beside the files in flight (nil: no budget).
+        case start(Int, room: Int?)
         case refuse(FileReport, BatchProgress)
         case cancelRest(Range<Int>, BatchProgress)
         case finish([@Sendable () -> Void])
@@ -65,7 +66,7 @@ extension TiltShiftBatch {
           state.inFlight += 1
           state.progress.peakInFlight = Swift.max(state.progress.peakInFlight, state.inFlight)
           state.next += 1
-          return .start(state.next - 1)
+          return .start(state.next - 1, room: configuration.memoryBudget.map { $0 - state.bytesInFlight })
         }
         guard state.inFlight == 0, state.next == items.count else { return .wait }
         state.finished = true
@@ -73,7 +74,9 @@ extension TiltShiftBatch {
         return .finish(state.waiters)
       }
       switch step {
-      case .start(let index):
+      case .start(let index, let room):
+        // The buffers the pool holds count against the budget too: it keeps no more than the files in flight leave.
+        if let room { buffers.trim(toBytes: room) }
         startPipeline(index) { [self] report in
           bookkeeping.async { [self] in
             let progress = state.withLock { state in

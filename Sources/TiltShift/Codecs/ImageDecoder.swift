@@ -63,7 +63,8 @@ public struct ImageDecoder: Sendable {
   }
 
   /// Decodes in-memory file bytes into a buffer from `pool` when it holds one of the right size (see
-  /// ``PixelBufferPool``), else into a fresh one; the pixels are the same either way.
+  /// ``PixelBufferPool``), else into a fresh one; the pixels are the same either way. 16-bit images always get a
+  /// fresh buffer (a batch pools 8-bit pixels only).
   package func decode(
     _ bytes: [UInt8], warnings: inout [String], reusing pool: PixelBufferPool?
   ) throws(ImageError) -> Image {
@@ -256,7 +257,7 @@ public struct ImageDecoder: Sendable {
     }
     let count = Int(width) * Int(height) * Int(channels) * Int(depth / 8)
     var readStatus = Int32(SPINDLE_PNG_OK)
-    let pixels = Self.pixels(count: count, from: pool) { buffer in
+    let pixels = Self.pixels(count: count, from: depth == 8 ? pool : nil) { buffer in
       readStatus = spindle_png_decoder_read_pixels(decoder, buffer, count, isLenient ? 1 : 0)
     }
     var firstRow: Int32 = -1

@@ -71,7 +71,7 @@ public struct TiltShiftFilter: Sendable {
     let work = image.withUnsafeMutablePixels { pixels in
       plan.run(inPlace: pixels, bands: max(1, bands), scratch: scratch.take())
     }
-    pool?.giveBack(work)
+    if let pool { pool.giveBack(consume work) }
     return image
   }
 }

@@ -132,6 +132,9 @@ public struct Image: Sendable, Equatable {
     return pixels[start..<start + size]
   }
 
+  /// The samples, moved out of an image that is not used again (no second reference to them is left behind).
+  consuming func intoPixels() -> [UInt8] { pixels }
+
   /// Gives `body` mutable access to the samples without copying; the count cannot change.
   public mutating func withUnsafeMutablePixels<Result>(
     _ body: (UnsafeMutableBufferPointer<UInt8>) throws -> Result

@@ -41,18 +41,21 @@ package final class PixelBufferPool: Sendable {
 
   /// A held buffer of exactly `count` bytes (its contents are whatever it held), or nil if none fits.
   ///
-  /// A buffer of that count is preferred; otherwise the smallest whose capacity holds `count`, cut or
-  /// extended to `count` within its capacity (no new allocation).
+  /// A buffer of that count is preferred; otherwise the smallest whose capacity holds `count` and wastes at most an
+  /// eighth of it (or 64 bytes), cut or extended to `count` within its capacity (no new allocation). The bound keeps what an
+  /// image holds close to its own size, which is what a memory budget counts for it.
   package func take(count: Int) -> [UInt8]? {
+    // (At least 64 bytes of slack: a small array's capacity is its count rounded up to the allocator's sizes.)
+    let largest = count + max(count / 8, 64)
     var buffer: [UInt8]? = state.withLock { state in
       var best: Int?
       for index in state.buffers.indices {
-        let candidate = state.buffers[index]
-        if candidate.count == count {
+        let capacity = state.buffers[index].capacity
+        if state.buffers[index].count == count && capacity <= largest {
           best = index
           break
         }
-        if candidate.capacity >= count, best.map({ candidate.capacity < state.buffers[$0].capacity }) ?? true {
+        if capacity >= count, capacity <= largest, best.map({ capacity < state.buffers[$0].capacity }) ?? true {
           best = index
         }
       }
@@ -73,20 +76,36 @@ package final class PixelBufferPool: Sendable {
 
   /// Keeps `buffer` for a later ``take(count:)``, unless the pool is full (then it is freed, outside the lock).
   package func giveBack(_ buffer: consuming [UInt8]) {
-    let kept = buffer
-    let address = kept.withUnsafeBufferPointer { $0.baseAddress }
-    let refused: [UInt8]? = state.withLock { state in
-      let size = kept.capacity
-      guard !state.closed, size > 0, state.buffers.count < maxBuffers, state.bytes + size <= maxBytes else {
-        return kept
-      }
+    // Moved into the pool, not copied: a second reference alive after the lock would make a taker on another thread
+    // copy the whole buffer when it writes.
+    var held: [UInt8]? = consume buffer
+    let address = held?.withUnsafeBufferPointer { $0.baseAddress }
+    let size = held?.capacity ?? 0
+    state.withLock { state in
+      guard !state.closed, size > 0, state.buffers.count < maxBuffers, state.bytes + size <= maxBytes else { return }
       // The same storage twice (two images sharing their pixels) would be counted twice and written by two takers.
-      if state.buffers.contains(where: { $0.withUnsafeBufferPointer { $0.baseAddress } == address }) { return kept }
-      state.buffers.append(kept)
+      if state.buffers.contains(where: { $0.withUnsafeBufferPointer { $0.baseAddress } == address }) { return }
+      if let moved = held.take() { state.buffers.append(moved) }
       state.bytes += size
-      return nil
     }
-    _ = refused
+    // A refused buffer is freed here, outside the lock.
+  }
+
+  /// Frees held buffers, the largest first, until at most `bytes` bytes are held.
+  ///
+  /// A batch calls it before it admits a file: what the pool holds counts against the memory budget too.
+  package func trim(toBytes bytes: Int) {
+    let freed: [[UInt8]] = state.withLock { state in
+      var freed: [[UInt8]] = []
+      while state.bytes > max(0, bytes), let largest = state.buffers.indices.max(by: {
+        state.buffers[$0].capacity < state.buffers[$1].capacity
+      }) {
+        state.bytes -= state.buffers[largest].capacity
+        freed.append(state.buffers.remove(at: largest))
+      }
+      return freed
+    }
+    _ = freed
   }
 
   /// Frees every held buffer; buffers given back later are freed at once.
@@ -138,6 +157,6 @@ package final class PooledImage: Sendable {
   deinit {
     // Moved out, then handed over: when this scope ends the pool holds the only reference to the pixels (unless
     // the image escaped, in which case the next writer copies: see the pool's notes).
-    if let image = stored.withLock({ $0.take() }) { pool?.giveBack(image.pixels) }
+    if let image = stored.withLock({ $0.take() }) { pool?.giveBack(image.intoPixels()) }
   }
 }
