@@ -97,9 +97,11 @@ package final class PixelBufferPool: Sendable {
   package func trim(toBytes bytes: Int) {
     let freed: [[UInt8]] = state.withLock { state in
       var freed: [[UInt8]] = []
-      while state.bytes > max(0, bytes), let largest = state.buffers.indices.max(by: {
-        state.buffers[$0].capacity < state.buffers[$1].capacity
-      }) {
+      while state.bytes > max(0, bytes),
+        let largest = state.buffers.indices.max(by: {
+          state.buffers[$0].capacity < state.buffers[$1].capacity
+        })
+      {
         state.bytes -= state.buffers[largest].capacity
         freed.append(state.buffers.remove(at: largest))
       }
