@@ -43,9 +43,10 @@ import Testing
   @Test("a buffer is taken only if its capacity holds the count and wastes at most an eighth of it")
   func takeNeedsTheRightCapacity() {
     let pool = PixelBufferPool(maxBuffers: 4, maxBytes: .max)
-    let buffer = Self.garbage(800)
-    let capacity = buffer.capacity
-    pool.giveBack(buffer)
+    // Moved into the pool (a reference kept here would make the cut below copy the buffer to a new capacity).
+    var buffer: [UInt8]? = Self.garbage(800)
+    let capacity = buffer!.capacity
+    pool.giveBack(buffer.take()!)
     #expect(pool.take(count: capacity + 1) == nil, "too small")
     #expect(pool.take(count: capacity / 2) == nil, "twice the size asked for: a small image would hold a large buffer")
     #expect(pool.heldCount == 1, "a refused take keeps the buffer")
@@ -160,6 +161,27 @@ import Testing
     #expect(Self.address(second.pixels) == againAddress)
     #expect(pool.reuseCount == 1 && pool.heldCount == 1)
     #expect(pool.take(count: output.pixels.count).map(Self.address) == scratchAddress, "written in place, given back")
+  }
+
+  @Test("applyInPlace(to:) filters in place: the output of apply(to:), in the image's own storage")
+  func publicInPlaceFilter() throws {
+    let filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 5))
+    for layout in Image.Layout.allCases {
+      let original = TestImages.noise(width: 70, height: 52, layout: layout)
+      var image = original
+      image.withUnsafeMutablePixels { _ in }  // storage of its own
+      let address = Self.address(image.pixels)
+      filter.applyInPlace(to: &image, bands: 2)
+      #expect(image == filter.apply(to: original, bands: 2), "\(layout)")
+      #expect(Self.address(image.pixels) == address, "\(layout): no copy")
+      #expect(original == TestImages.noise(width: 70, height: 52, layout: layout), "a value it shared is untouched")
+    }
+    // A 16-bit image: filtered as apply(to:) does, stored back.
+    let deep = Image(
+      width: 20, height: 30, layout: .rgb, samples16: (0..<1800).map { UInt16(truncatingIfNeeded: $0 &* 37) })
+    var filtered = deep
+    filter.applyInPlace(to: &filtered, bands: 1)
+    #expect(filtered == filter.apply(to: deep, bands: 1) && filtered != deep)
   }
 
   @Test(

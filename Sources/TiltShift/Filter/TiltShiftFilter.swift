@@ -57,6 +57,21 @@ public struct TiltShiftFilter: Sendable {
     return image.replacingPixels(pixels)
   }
 
+  /// Filters `image` in place: the same output as ``apply(to:bands:)``, written over the image's own pixels.
+  ///
+  /// Nothing is copied when nobody else holds the pixels (a value shared with another variable is copied first,
+  /// as any change to a value is), and the filter needs one image-sized buffer instead of two: the output is not a
+  /// new image. A 16-bit image is filtered as ``apply(to:bands:)`` filters it and the result stored back.
+  ///
+  /// ```swift
+  /// var photo = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
+  /// TiltShiftFilter().applyInPlace(to: &photo)  // photo now holds the miniature
+  /// try ImageFile.writeAtomically(ImageEncoder(format: .jpeg).encode(photo), to: "out/IMG_0001.jpg")
+  /// ```
+  public func applyInPlace(to image: inout Image, bands: Int = TiltShiftFilter.defaultBandCount) {
+    image = apply(consuming: consume image, bands: bands, scratchFrom: nil)
+  }
+
   /// ``apply(to:bands:)`` on an image the caller gives up: the 8-bit output is written over its own pixels (in
   /// place when nobody else holds them), and the one buffer the passes need besides comes from `pool` and goes
   /// back to it after the call. The output is the same as ``apply(to:bands:)``'s.
