@@ -41,9 +41,9 @@ package final class PixelBufferPool: Sendable {
 
   /// A held buffer of exactly `count` bytes (its contents are whatever it held), or nil if none fits.
   ///
-  /// A buffer of that count is preferred; otherwise the smallest whose capacity holds `count` and wastes at most an
-  /// eighth of it (or 64 bytes), cut or extended to `count` within its capacity (no new allocation). The bound keeps what an
-  /// image holds close to its own size, which is what a memory budget counts for it.
+  /// A buffer of that count is preferred; otherwise the smallest whose capacity holds `count` and wastes at most
+  /// an eighth of it (or 64 bytes), cut or extended to `count` within its capacity (no new allocation). The bound
+  /// keeps what an image holds close to its own size, which is what a memory budget counts for it.
   package func take(count: Int) -> [UInt8]? {
     // (At least 64 bytes of slack: a small array's capacity is its count rounded up to the allocator's sizes.)
     let largest = count + max(count / 8, 64)
