@@ -122,7 +122,7 @@ import Testing
     #expect(MemoryEstimate(item: items[0], configuration: configuration).bytes < estimate)
     configuration.memoryBudget = estimate
     let batch = TiltShiftBatch(items: items, configuration: configuration)
-    let heldWhenTheDeepFileEnded = Mutex(-1)
+    let heldWhenTheDeepFileEnded = Locked(-1)
     let summary = await batch.run { report, _ in
       if report.item.input == second { heldWhenTheDeepFileEnded.withLock { $0 = batch.buffers.heldBytes } }
     }
