@@ -217,7 +217,7 @@ import Testing
     #expect(reused == fresh, "no byte of the old buffer survives")
   }
 
-  @Test("filtering into a reused buffer gives the output of a fresh filter, clear rows included")
+  @Test("filtering in place with a reused scratch buffer gives the output of a fresh filter, clear rows included")
   func filterIntoReusedBuffer() throws {
     let image = TestImages.noise(width: 96, height: 80, layout: .rgb)
     let filter = TiltShiftFilter(
@@ -225,7 +225,7 @@ import Testing
     let fresh = filter.apply(to: image, bands: 2)
     let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
     pool.giveBack(Self.garbage(image.pixels.count))
-    let reused = filter.apply(to: image, bands: 2, reusing: pool)
+    let reused = filter.apply(consuming: image, bands: 2, scratchFrom: pool)
     #expect(pool.reuseCount == 1)
     #expect(reused == fresh)
     let rowBytes = image.bytesPerRow

@@ -43,17 +43,11 @@ public struct TiltShiftFilter: Sendable {
   ///   - bands: How many pieces each phase is split into to run concurrently (1 = serial, on the
   ///     calling thread). The output is the same for every band count.
   public func apply(to image: Image, bands: Int = TiltShiftFilter.defaultBandCount) -> Image {
-    apply(to: image, bands: bands, reusing: nil)
-  }
-
-  /// ``apply(to:bands:)``, writing the 8-bit output into a buffer from `pool` when it holds one of the image's
-  /// size (see ``PixelBufferPool``); the output is the same either way.
-  package func apply(to image: Image, bands: Int, reusing pool: PixelBufferPool?) -> Image {
     let box = parameters.boxWidth
     guard box > 1 else { return image }
     if image.bitDepth == 16 { return apply16(to: image, bands: max(1, bands)) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
-    let pixels = plan.run(image.pixels, bands: max(1, bands), into: pool?.take(count: image.pixels.count))
+    let pixels = plan.run(image.pixels, bands: max(1, bands))
     return image.replacingPixels(pixels)
   }
 
@@ -140,10 +134,9 @@ struct TiltShiftPlan {
   /// Filters `original` and returns the output pixels.
   ///
   /// One buffer beside the original: the horizontal passes fill it, and the vertical passes overwrite it in
-  /// place with the output (see ``verticalRuns``), so a 12 MP image costs one 36 MB buffer, not two: `reused`
-  /// when it is given (its contents do not matter: every byte is written), else a fresh one.
-  func run(_ original: [UInt8], bands: Int, into reused: consuming [UInt8]? = nil) -> [UInt8] {
-    var output = Self.buffer(count: original.count, reusing: reused)
+  /// place with the output (see ``verticalRuns``), so a 12 MP image costs one fresh 36 MB buffer, not two.
+  func run(_ original: [UInt8], bands: Int) -> [UInt8] {
+    var output = Self.buffer(count: original.count, reusing: nil)
     original.withUnsafeBufferPointer { original in
       output.withUnsafeMutableBufferPointer { output in
         let source = UnsafeMutablePointer(mutating: original.baseAddress!)
