@@ -20,6 +20,18 @@ struct SmallList<Element> {
     }
   }
 
+  /// Moves the first element out of the list (the rest move up, in order); `nil` when the list is empty.
+  ///
+  /// The list then holds no reference to the element: the caller's is the only one it had.
+  mutating func popFirst() -> Element? {
+    guard let element = first.take() else { return nil }
+    if var rest = rest.take() {
+      first = rest.removeFirst()
+      if !rest.isEmpty { self.rest = rest }
+    }
+    return element
+  }
+
   /// Calls `body` with each element in order, without copying the list.
   @inline(__always)
   func forEachElement(_ body: (Element) throws -> Void) rethrows {

@@ -15,7 +15,7 @@ extension WorkEngine {
     let next = retire(item, completed) { releasingSlot ? $0.scheduler.detachedBodyEnded() : nil }
     // Work that ended without running (cancelled, or ended by a dependency) releases its body's captures now.
     item.dropStoredBody()
-    if let next { startHolding(next) }
+    if let next { startHolding(consume next) }
   }
 
   /// Retires `item` in one visit to the lock: unregisters it, queues the dependents it made ready on this queue,
@@ -32,14 +32,18 @@ extension WorkEngine {
     propagate(completed, ready: &ready, rare: &rare)
     let (next, starts, waiters) = state.withLock { state in
       let waiters = state.unregister(item, rare: &rare)
-      ready.forEachElement { dependent in state.scheduler.push(dependent, priority: dependent.priority.rawValue) }
+      // Moved into the ready queue, not copied: no reference to a dependent is left here while a worker runs it.
+      while let dependent = ready.popFirst() {
+        let priority = dependent.priority.rawValue
+        state.scheduler.push(consume dependent, priority: priority)
+      }
       let next = decide(&state)
       let starts = state.scheduler.takeStarts()
       if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       publishHints(state)
       return (next, starts, waiters)
     }
-    finishRetiring(item, starts: starts, completed: completed, waiters: waiters, rare: rare)
+    finishRetiring(item, starts: consume starts, completed: completed, waiters: waiters, rare: rare)
     return next
   }
 
@@ -47,12 +51,12 @@ extension WorkEngine {
   /// handlers, wake waiters, retire the dependents that ended with the item.
   private func finishRetiring(
     _ item: AnyWork,
-    starts: SmallList<AnyWork>,
+    starts: consuming SmallList<AnyWork>,
     completed: borrowing Completed,
     waiters: [Waiter],
     rare: RareRetirement?
   ) {
-    start(starts)
+    start(consume starts)
     emit(.finished(WorkOutcome(completed.termination)), for: item)
     if let released = rare?.released {
       for follower in released {

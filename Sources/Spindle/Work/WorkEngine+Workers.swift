@@ -16,14 +16,19 @@ extension WorkEngine {
   static let lingerSpins = 256
 
   /// Starts items the scheduler gave slots to.
-  func start(_ items: SmallList<AnyWork>) {
-    items.forEachElement(startHolding)
+  ///
+  /// Consumes the list, and each item moves on to its worker: the starting thread keeps no reference that could
+  /// outlive the item's run, so once the item and its dependents have finished, its value is released on time
+  /// even while this thread is still on its way out (a late release here once kept a dependency's value alive
+  /// past its dependent's completion handlers).
+  func start(_ items: consuming SmallList<AnyWork>) {
+    while let item = items.popFirst() { startHolding(consume item) }
   }
 
   /// Starts `item`, for which a slot is already taken: a worker for a synchronous or callback body, or its
   /// task, started from this thread, for an `async` body.
-  func startHolding(_ first: AnyWork) {
-    var item = first
+  func startHolding(_ first: consuming AnyWork) {
+    var item = consume first
     while item.isAsync {
       switch item.execute(on: self) {
       case .detached:
@@ -45,18 +50,18 @@ extension WorkEngine {
         item = next
       }
     }
-    startWorker(item)
+    startWorker(consume item)
   }
 
-  /// Runs a worker for `item` on a thread of the worker pool.
-  func startWorker(_ item: AnyWork) {
+  /// Runs a worker for `item` on a thread of the worker pool; the worker gets the caller's reference.
+  func startWorker(_ item: consuming AnyWork) {
     if runsOnMain {
       // Through a box the block empties, so that the block (released only after it returns) does not keep the first
       // item alive while the worker runs on.
-      let box = Locked<AnyWork?>(item)
+      let box = Locked<AnyWork?>(consume item)
       DispatchQueue.main.async { self.runWorker(box.withLock { $0.take()! }) }
     } else {
-      WorkerPool.shared.start(item, on: self)
+      WorkerPool.shared.start(consume item, on: self)
     }
   }
 
@@ -121,7 +126,7 @@ extension WorkEngine {
         publishHints(state)
         return next
       }
-      if let next { startHolding(next) }
+      if let next { startHolding(consume next) }
     }
     Self.makeReady(item, after: wait)
   }
@@ -149,7 +154,7 @@ extension WorkEngine {
       publishHints(state)
       return (step, starts)
     }
-    start(starts)
+    start(consume starts)
     if case .run(let next) = step { return next }
     return nil
   }

@@ -97,7 +97,7 @@ final class WorkEngine: @unchecked Sendable {
         publishHints(state)
         return starts
       }
-      start(starts)
+      start(consume starts)
       return
     }
     state.withLock { $0.register(work) }
@@ -128,7 +128,7 @@ final class WorkEngine: @unchecked Sendable {
       publishHints(state)
       return starts
     }
-    start(starts)
+    start(consume starts)
   }
 
   // MARK: - Handing finished items back
@@ -206,7 +206,7 @@ final class WorkEngine: @unchecked Sendable {
       publishHints(state)
       return starts
     }
-    start(starts)
+    start(consume starts)
   }
 
   func setWidth(_ width: Int) {
@@ -215,7 +215,7 @@ final class WorkEngine: @unchecked Sendable {
       publishHints(state)
       return starts
     }
-    start(starts)
+    start(consume starts)
   }
 
   /// Cancels every unfinished item: queued ones complete as cancelled, running ones are asked to stop.

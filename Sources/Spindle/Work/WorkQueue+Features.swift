@@ -23,7 +23,7 @@ extension WorkQueue {
         engine.publishHints(state)
         return starts
       }
-      engine.start(starts)
+      engine.start(consume starts)
     }
     return try body()
   }

@@ -32,10 +32,10 @@ final class WorkerPool: @unchecked Sendable {
 
   private init() {}
 
-  /// Runs `engine.runWorker(item)` on a pool thread.
-  func start(_ item: AnyWork, on engine: WorkEngine) {
+  /// Runs `engine.runWorker(item)` on a pool thread, which gets the caller's reference to `item`.
+  func start(_ item: consuming AnyWork, on engine: WorkEngine) {
     mutex.lock()
-    jobs.append((engine: engine, item: item))
+    jobs.append((engine: engine, item: consume item))
     // Threads not running a job (parked, or about to look at the job list) will each take one job.
     let spawn = jobs.count > threads - busy
     if parked > 0 { condition.signal() }
