@@ -150,16 +150,30 @@ import Testing
     let address = image.map { Self.address($0.pixels) }
     let output = filter.apply(consuming: image.take()!, bands: 2, scratchFrom: nil)
     #expect(Self.address(output.pixels) == address)
-    // With a scratch buffer from a pool: the pool gets the same storage back, not a copy of it.
+    // Streaming: no image-sized buffer at all, so the pool's is left alone.
     let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
-    var scratch: [UInt8]? = Self.garbage(output.pixels.count)
-    let scratchAddress = scratch.map(Self.address)
-    pool.giveBack(scratch.take()!)
+    pool.giveBack(Self.garbage(output.pixels.count))
     var again: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb, seed: 3)
     let againAddress = again.map { Self.address($0.pixels) }
     let second = filter.apply(consuming: again.take()!, bands: 2, scratchFrom: pool)
     #expect(Self.address(second.pixels) == againAddress)
-    #expect(pool.reuseCount == 1 && pool.heldCount == 1)
+    #expect(pool.reuseCount == 0 && pool.heldCount == 1, "the streaming filter takes no scratch buffer")
+    // A box too wide to stream: the whole-image form takes the pool's buffer, writes it in place and gives the same
+    // storage back, not a copy of it.
+    let wide = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 600))
+    let scratchAddress = pool.take(count: output.pixels.count).map { buffer in
+      defer { pool.giveBack(buffer) }
+      return Self.address(buffer)
+    }
+    var third: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb, seed: 4)
+    let thirdAddress = third.map { Self.address($0.pixels) }
+    let plan = TiltShiftPlan(
+      image: third!, parameters: wide.parameters, kernel: BoxKernel(width: wide.parameters.boxWidth))
+    #expect(!plan.canStream)
+    let reuses = pool.reuseCount
+    let wideOutput = wide.apply(consuming: third.take()!, bands: 2, scratchFrom: pool)
+    #expect(Self.address(wideOutput.pixels) == thirdAddress)
+    #expect(pool.reuseCount == reuses + 1 && pool.heldCount == 1)
     #expect(pool.take(count: output.pixels.count).map(Self.address) == scratchAddress, "written in place, given back")
   }
 
@@ -223,10 +237,11 @@ import Testing
     let filter = TiltShiftFilter(
       parameters: try TiltShiftParameters(radius: 4, clearBand: 0.3...0.7, innerIntensity: 0))
     let fresh = filter.apply(to: image, bands: 2)
-    let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
-    pool.giveBack(Self.garbage(image.pixels.count))
-    let reused = filter.apply(consuming: image, bands: 2, scratchFrom: pool)
-    #expect(pool.reuseCount == 1)
+    // The whole-image form, over a scratch buffer full of other bytes.
+    let plan = TiltShiftPlan(
+      image: image, parameters: filter.parameters, kernel: BoxKernel(width: filter.parameters.boxWidth))
+    var reused = image
+    _ = reused.withUnsafeMutablePixels { plan.run(inPlace: $0, bands: 2, scratch: Self.garbage(image.pixels.count)) }
     #expect(reused == fresh)
     let rowBytes = image.bytesPerRow
     let rows = (0..<image.height).map { $0 * rowBytes..<($0 + 1) * rowBytes }
@@ -257,15 +272,15 @@ import Testing
     }
   }
 
-  @Test("one file at a time, every file after the first decodes and filters into the previous file's buffers")
+  @Test("one file at a time, every file after the first decodes into the previous file's buffer")
   func serialBatchReusesBothBuffers() async throws {
     let folder = try makeTemporaryFolder("spindle-pool-serial").path
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let items = try TiltShiftBatchTests.items(4, in: folder, width: 72, height: 56)
     let batch = TiltShiftBatch(items: items, configuration: .serial())
     #expect(await batch.run().progress.succeeded == 4)
-    // The decoded and the filtered buffer of a file are both back before the next file starts (each stage's value
-    // is let go once the next stage's body ran), and the pool keeps two per image in memory.
-    #expect(batch.buffers.reuseCount == 2 * (items.count - 1))
+    // A file's buffer (decoded, then filtered in place without a scratch buffer) is back before the next file
+    // starts: each stage's value is let go once the next stage's body ran.
+    #expect(batch.buffers.reuseCount == items.count - 1)
   }
 }

@@ -165,6 +165,50 @@ struct TiltShiftFilterTests {
     }
   }
 
+  /// The streaming form on images many rings tall: several vertical walks (clear rows between them, where the ring
+  /// restarts), both mask axes, alpha, every band count; each must give the reference's bytes.
+  @Test func streamingOverTallImagesMatchesTheReference() throws {
+    let cases: [(Int, Int, Image.Layout, UInt8)] = [(31, 700, .rgb, 1), (18, 450, .rgba, 6), (40, 333, .gray, 3)]
+    for (width, height, layout, orientation) in cases {
+      var image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(height))
+      image.exif = TestImages.exif(orientation: orientation)
+      for (radius, band) in [(1.0, 0.2...0.3), (4.0, 0.45...0.55), (9.0, 0.1...0.9)] {
+        let parameters = try TiltShiftParameters(radius: radius, clearBand: band, innerIntensity: 0)
+        let filter = TiltShiftFilter(parameters: parameters)
+        let expected = filter.apply(to: image, bands: 1)
+        if orientation == 1 {
+          #expect(expected.pixels == referenceTiltShift(image, parameters), "\(width)x\(height), radius \(radius)")
+        }
+        let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: parameters.boxWidth))
+        #expect(plan.canStream)
+        for bands in [1, 2, 3] {
+          for chunkRows in [1, 5, 64, TiltShiftPlan.streamChunkRows] {
+            var streamed = image
+            streamed.withUnsafeMutablePixels {
+              plan.runStreaming(inPlace: $0.baseAddress!, bands: bands, chunkRows: chunkRows)
+            }
+            let label =
+              "\(width)x\(height) \(layout) o\(orientation), radius \(radius), \(bands) bands, \(chunkRows) rows"
+            #expect(streamed == expected, "\(label)")
+          }
+        }
+      }
+    }
+  }
+
+  /// The streaming form's slabs cover the rows asked for, in order, at most a slab long, and never cross the end
+  /// of the ring (a slab's rows are written to consecutive ring rows).
+  @Test func streamingSlabsNeverWrapTheRing() {
+    for (rows, lanes, ringRows) in [(0..<100, 32, 37), (5..<6, 32, 7), (30..<500, 64, 64), (3..<90, 16, 100)] {
+      let slabs = TiltShiftPlan.slabs(rows, lanes: lanes, ringRows: ringRows)
+      #expect(slabs.flatMap { $0 } == Array(rows))
+      for slab in slabs {
+        #expect(!slab.isEmpty && slab.count <= lanes)
+        #expect(slab.lowerBound % ringRows + slab.count <= ringRows, "\(slab) wraps a ring of \(ringRows)")
+      }
+    }
+  }
+
   @Test func aFlatImageStaysFlat() {
     for layout in Image.Layout.allCases {
       let image = Image(width: 50, height: 33, layout: layout, filledWith: 173)
@@ -284,9 +328,27 @@ extension TiltShiftFilter {
     let inPlace = apply(consuming: copy, bands: bands, scratchFrom: pool)
     let size = "\(image.width)x\(image.height) \(image.layout)"
     #expect(inPlace == output, "in place, \(size)", sourceLocation: sourceLocation)
-    let scratchUsed = parameters.boxWidth > 1 && image.bitDepth == 8
-    #expect(pool.reuseCount == (scratchUsed ? 1 : 0), sourceLocation: sourceLocation)
+    let filtersIn8Bits = parameters.boxWidth > 1 && image.bitDepth == 8
+    let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: parameters.boxWidth))
+    // The streaming form takes no scratch buffer; the whole-image form (very wide boxes) takes the pool's.
+    #expect(pool.reuseCount == (filtersIn8Bits && !plan.canStream ? 1 : 0), sourceLocation: sourceLocation)
     #expect(pool.heldCount == 1, "the scratch is given back (or never taken)", sourceLocation: sourceLocation)
+    guard filtersIn8Bits else { return output }
+    // Both in-place forms, whichever `apply` chose: the whole image at once over a scratch buffer of old bytes,
+    // and streaming in steps small enough that the ring of horizontal rows wraps around many times.
+    var whole = image
+    _ = whole.withUnsafeMutablePixels { pixels in
+      plan.run(inPlace: pixels, bands: bands, scratch: (0..<pixels.count).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+    }
+    #expect(whole == output, "whole image in place, \(size)", sourceLocation: sourceLocation)
+    guard plan.canStream else { return output }
+    for chunkRows in [1, 3, 17] {
+      var streamed = image
+      streamed.withUnsafeMutablePixels {
+        plan.runStreaming(inPlace: $0.baseAddress!, bands: bands, chunkRows: chunkRows)
+      }
+      #expect(streamed == output, "streamed \(chunkRows) rows at a time, \(size)", sourceLocation: sourceLocation)
+    }
     return output
   }
 }

@@ -34,8 +34,8 @@ extension TiltShiftBatch {
     let filterBands = filterBands
     let buffers = buffers
     // 8-bit pixels only: a 16-bit filter holds three buffers at its peak, which the budget's estimate fills.
-    // (An 8-bit file holds two at most: the decoded pixels, which the filter overwrites with its output, and the
-    // filter's scratch buffer, which goes back to the pool when the filter returns.)
+    // (An 8-bit file holds one: the decoded pixels, which the filter overwrites with its output, streaming through
+    // a ring of rows; a box too wide to stream adds a scratch buffer, which goes back when the filter returns.)
     @Sendable func pooled(_ image: Image) -> PooledImage {
       PooledImage(image, returningTo: image.bitDepth == 8 ? buffers : nil)
     }

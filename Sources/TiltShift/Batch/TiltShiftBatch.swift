@@ -35,9 +35,9 @@ public final class TiltShiftBatch: Sendable {
   /// ``BatchConfiguration/bandsPerImage``).
   let filterBands: FilterBands
   /// The pixel buffers of finished stages, for the next files' decodes and filters (closed when the batch ends).
-  /// It holds at most two buffers per image in memory (an 8-bit file holds two at most: its pixels, which the
-  /// filter overwrites, and the filter's scratch; so with images of one size no more buffers exist at once than the
-  /// files in flight needed) and a third of the memory budget; what it holds counts against the budget, and is
+  /// It holds at most two buffers per image in memory (an 8-bit file holds one, its pixels, which the filter
+  /// overwrites, and two only when its box is too wide to stream and the filter takes a scratch buffer; so with
+  /// images of one size no more buffers exist at once than the files in flight needed) and a third of the memory budget; what it holds counts against the budget, and is
   /// trimmed to fit before each file is admitted (see ``BatchConfiguration/memoryBudget``).
   let buffers: PixelBufferPool
 

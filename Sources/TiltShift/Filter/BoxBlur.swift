@@ -268,12 +268,65 @@ struct VerticalCascade {
   }
 
   /// ``run(_:_:columns:rows:finished:)`` writing row `y` at `outputRow(y)` (plus the strip's first column).
+  @inline(__always)
   func run(
     _ source: UnsafePointer<UInt8>, columns: Range<Int>, rows: Range<Int>,
     outputRow: (Int) -> UnsafeMutablePointer<UInt8>, finished: (Int) -> Void
   ) {
     guard !rows.isEmpty else { return }
-    let count = columns.count
+    var walk = Walk(columns: columns, rows: rows, radius: kernel.radius, last: height - 1)
+    let input = source + columns.lowerBound
+    let first = columns.lowerBound
+    advance(
+      &walk, through: rows.upperBound - 1, sourceRow: { input + $0 &* rowBytes },
+      outputRow: { outputRow($0) + first }, finished: finished)
+  }
+
+  /// Where one walk of the cascade down a strip has got to: a walk can stop after any output row and go on
+  /// later (``advance(_:through:sourceRow:outputRow:finished:)``), as long as nothing else used this cascade's
+  /// rings in between.
+  struct Walk {
+    /// The strip's byte columns and the output rows of the walk.
+    let columns: Range<Int>
+    let rows: Range<Int>
+    /// The next row each stage produces, and where stages 1 and 2 stop.
+    var next1: Int
+    let end1: Int
+    var next2: Int
+    let end2: Int
+    var next3: Int
+    var started2 = false
+    var started3 = false
+
+    init(columns: Range<Int>, rows: Range<Int>, radius: Int, last: Int) {
+      self.columns = columns
+      self.rows = rows
+      next1 = max(rows.lowerBound - 2 * radius, 0)
+      end1 = min(rows.upperBound - 1 + 2 * radius, last) + 1
+      next2 = max(rows.lowerBound - radius, 0)
+      end2 = min(rows.upperBound - 1 + radius, last) + 1
+      next3 = rows.lowerBound
+    }
+
+    /// Whether every output row of the walk is done.
+    var isFinished: Bool { next3 >= rows.upperBound }
+  }
+
+  /// Goes on with `walk` through output row `lastRow` (at most the walk's last row), calling `finished(y)` after
+  /// each row.
+  ///
+  /// `sourceRow(y)` is the strip's first byte of horizontal row `y`, `outputRow(y)` where output row `y`'s strip
+  /// goes. Output row `y` reads horizontal rows up to `y + 3·radius + 3` (clamped), and after it the walk never
+  /// again reads a horizontal row before `y + radius + 1`.
+  @inline(__always)
+  func advance(
+    _ walk: inout Walk, through lastRow: Int, sourceRow: (Int) -> UnsafePointer<UInt8>,
+    outputRow: (Int) -> UnsafeMutablePointer<UInt8>, finished: (Int) -> Void
+  ) {
+    let rows = walk.rows
+    let lastRow = min(lastRow, rows.upperBound - 1)
+    guard walk.next3 <= lastRow else { return }
+    let count = walk.columns.count
     let radius = kernel.radius
     let last = height - 1
     let mask = slots - 1
@@ -283,18 +336,18 @@ struct VerticalCascade {
     let sums1 = sums
     let sums2 = sums + stripBytes * MemoryLayout<UInt32>.stride
     let sums3 = sums + 2 * stripBytes * MemoryLayout<UInt32>.stride
-    let input = source + columns.lowerBound
-    @inline(__always) func sourceRow(_ y: Int) -> UnsafePointer<UInt8> { input + y &* rowBytes }
     @inline(__always) func ring1Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring1 + (y & mask) &* stride }
     @inline(__always) func ring2Row(_ y: Int) -> UnsafeMutablePointer<UInt8> { ring2 + (y & mask) &* stride }
 
     // Stage 1 (source → ring 1) and stage 2 (ring 1 → ring 2) produce their rows on demand, in order.
-    var next1 = max(rows.lowerBound - 2 * radius, 0)
-    let end1 = min(rows.upperBound - 1 + 2 * radius, last) + 1
-    var next2 = max(rows.lowerBound - radius, 0)
-    let end2 = min(rows.upperBound - 1 + radius, last) + 1
-    kernel.startSums(sums1, count: count, at: next1, last: last) { sourceRow($0) }
-    var started2 = false
+    var next1 = walk.next1
+    let end1 = walk.end1
+    var next2 = walk.next2
+    let end2 = walk.end2
+    var started2 = walk.started2
+    if !walk.started3 && !started2 {
+      kernel.startSums(sums1, count: count, at: next1, last: last, row: sourceRow)
+    }
 
     func produce1(through row: Int) {
       while next1 <= row {
@@ -328,11 +381,15 @@ struct VerticalCascade {
         next2 = y + 1
       }
     }
-    // Stage 3: ring 2 → destination, one finished row at a time.
-    produce2(through: min(rows.lowerBound + radius, last))
-    kernel.startSums(sums3, count: count, at: rows.lowerBound, last: last) { UnsafePointer(ring2Row($0)) }
-    for y in rows {
-      let target = outputRow(y) + columns.lowerBound
+    // Stage 3: ring 2 → output, one finished row at a time.
+    if !walk.started3 {
+      produce2(through: min(rows.lowerBound + radius, last))
+      kernel.startSums(sums3, count: count, at: rows.lowerBound, last: last) { UnsafePointer(ring2Row($0)) }
+      walk.started3 = true
+    }
+    var y = walk.next3
+    while y <= lastRow {
+      let target = outputRow(y)
       if y + 1 < rows.upperBound {
         let entering = min(y + radius + 1, last)
         produce2(through: entering)
@@ -342,7 +399,12 @@ struct VerticalCascade {
         kernel.averageRow(sums3, into: target, count: count)
       }
       finished(y)
+      y += 1
     }
+    walk.next1 = next1
+    walk.next2 = next2
+    walk.next3 = y
+    walk.started2 = started2
   }
 }
 

@@ -10,7 +10,8 @@ import Spindle
 ///
 /// Each pass costs O(1) per sample whatever the radius (running sums). The three vertical passes run
 /// fused, one walk down each column strip through rings of rows; the horizontal
-/// passes run through the same vectorised cascade on transposed slabs of rows. Rows whose mask weight is 0
+/// passes run through the same vectorised cascade on transposed slabs of rows. In place, the horizontal passes
+/// run only a few slabs ahead of the vertical walks, into a ring of rows that stays in the cache. Rows whose mask weight is 0
 /// (the middle of the clear band) are never blurred. The bands run concurrently; `bands: 1` runs on the
 /// calling thread only. The call blocks until done.
 ///
@@ -54,8 +55,10 @@ public struct TiltShiftFilter: Sendable {
   /// Filters `image` in place: the same output as ``apply(to:bands:)``, written over the image's own pixels.
   ///
   /// Nothing is copied when nobody else holds the pixels (a value shared with another variable is copied first,
-  /// as any change to a value is), and the filter needs one image-sized buffer instead of two: the output is not a
-  /// new image. A 16-bit image is filtered as ``apply(to:bands:)`` filters it and the result stored back.
+  /// as any change to a value is), and the filter needs no other image-sized buffer: the horizontal passes run a
+  /// little ahead of the vertical ones through a ring of rows (about 2 MB for a 12 MP photo at the standard
+  /// radius), and each finished row is blended straight into the image. Only boxes over about 1,000 pixels wide
+  /// take a second image-sized buffer. A 16-bit image is filtered as ``apply(to:bands:)`` filters it and the result stored back.
   ///
   /// ```swift
   /// var photo = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
@@ -67,13 +70,18 @@ public struct TiltShiftFilter: Sendable {
   }
 
   /// ``apply(to:bands:)`` on an image the caller gives up: the 8-bit output is written over its own pixels (in
-  /// place when nobody else holds them), and the one buffer the passes need besides comes from `pool` and goes
-  /// back to it after the call. The output is the same as ``apply(to:bands:)``'s.
+  /// place when nobody else holds them), streaming through a ring of rows (``TiltShiftPlan/runStreaming(inPlace:bands:chunkRows:)``);
+  /// only a box too wide to stream needs an image-sized buffer besides, which comes from `pool` and goes back to
+  /// it after the call. The output is the same as ``apply(to:bands:)``'s.
   package func apply(consuming given: consuming Image, bands: Int, scratchFrom pool: PixelBufferPool?) -> Image {
     var image = consume given
     let box = parameters.boxWidth
     guard box > 1, image.bitDepth == 8 else { return apply(to: image, bands: bands) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
+    if plan.canStream {
+      image.withUnsafeMutablePixels { pixels in plan.runStreaming(inPlace: pixels.baseAddress!, bands: max(1, bands)) }
+      return image
+    }
     // A `var` moved into the call with `take`: a constant captured by the closure would stay a second reference
     // to the buffer, and writing it would copy all of it.
     var scratch = pool?.take(count: image.pixels.count)
@@ -149,7 +157,8 @@ struct TiltShiftPlan {
   }
 
   /// Filters `pixels` in place; returns the buffer the horizontal passes used (`scratch` when it is given and
-  /// has the right size), for the caller to reuse.
+  /// has the right size), for the caller to reuse. The whole-image form, for boxes too wide to stream (see
+  /// ``runStreaming(inPlace:bands:chunkRows:)``, which needs no such buffer).
   ///
   /// The horizontal passes read the original and fill the scratch buffer; the vertical passes turn it into
   /// the blurred image row by row, and each finished row is blended into the original at once. Rows whose
@@ -216,30 +225,11 @@ struct TiltShiftPlan {
     let shared = (SharedPointer(source), SharedPointer(destination))
     parallelBands(count: pieces) { piece in
       let (source, destination) = (UnsafePointer(shared.0.pointer), shared.1.pointer)
-      let (width, channels, rowBytes) = (self.width, self.channels, self.rowBytes)
-      let cascade = VerticalCascade(kernel: kernel, rowBytes: slabBytes, height: width, stripBytes: slabBytes)
-      // Zeroed once: lanes past a short slab's rows hold old bytes, blurred and never scattered back.
-      let transposed = UnsafeMutablePointer<UInt8>.allocate(capacity: width * slabBytes)
-      transposed.initialize(repeating: 0, count: width * slabBytes)
-      // The last 16 finished transposed rows (pixels), scattered back 16 pixels at a time.
-      let finished = UnsafeMutablePointer<UInt8>.allocate(capacity: 16 * slabBytes)
-      defer {
-        cascade.deallocate()
-        transposed.deallocate()
-        finished.deallocate()
-      }
-      let slabTranspose = SlabTranspose(
-        width: width, channels: channels, lanes: lanes, rowBytes: rowBytes, transposed: transposed, finished: finished)
+      let horizontal = HorizontalSlabs(self)
+      defer { horizontal.deallocate() }
       for slab in slabs[(slabs.count * piece / pieces)..<(slabs.count * (piece + 1) / pieces)] {
-        let first = source + slab.lowerBound * rowBytes
-        slabTranspose.gather(first, rows: slab.count)
-        let output = destination + slab.lowerBound * rowBytes
-        cascade.run(
-          UnsafePointer(transposed), columns: 0..<slabBytes, rows: 0..<width,
-          outputRow: { finished + ($0 & 15) &* slabBytes }
-        ) { x in
-          slabTranspose.scatter(x, into: output, rows: slab.count)
-        }
+        horizontal.blur(
+          source + slab.lowerBound * rowBytes, rows: slab.count, into: destination + slab.lowerBound * rowBytes)
       }
     }
   }
@@ -350,8 +340,14 @@ struct TiltShiftPlan {
   private func blend(
     _ blurred: UnsafePointer<UInt8>, into original: UnsafeMutablePointer<UInt8>, row y: Int, columns: Range<Int>
   ) {
-    let source = blurred + y * rowBytes
-    let target = original + y * rowBytes
+    blend(blurredRow: blurred + y * rowBytes, into: original + y * rowBytes, row: y, columns: columns)
+  }
+
+  /// ``blend(_:into:row:columns:)`` given the rows themselves: `source` holds row `y`'s blurred samples (at least
+  /// its `columns`), `target` is the original's row `y`.
+  func blend(
+    blurredRow source: UnsafePointer<UInt8>, into target: UnsafeMutablePointer<UInt8>, row y: Int, columns: Range<Int>
+  ) {
     if let rowWeights {
       let weight = UInt16(rowWeights[y])
       guard weight != 0 else { return }

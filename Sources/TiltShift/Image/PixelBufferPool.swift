@@ -7,7 +7,8 @@ import Spindle
 /// one was freed (glibc returns blocks of 32 MB and more to the kernel at once): every page is cleared on its
 /// first write, one fault each, and on a virtual machine the host may fault it in too. In a batch of 12 MP
 /// photos that was two 36 MB buffers cleared per file, one for the decoded pixels and one for the filter's
-/// output. A pool keeps the buffers of finished files for the next ones instead.
+/// output (the filter now streams, in place, and needs the second only for very wide boxes). A pool keeps the
+/// buffers of finished files for the next ones instead.
 ///
 /// Value semantics are untouched: a buffer is only written through `withUnsafeMutableBufferPointer`, which
 /// copies first if anyone else still holds it, so an image that escaped keeps its pixels.
