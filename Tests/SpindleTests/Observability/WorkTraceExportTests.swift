@@ -61,7 +61,18 @@ struct WorkTraceExportTests {
     #expect((decode["dur"] as? Double ?? 0) >= 3000)
     let blurArgs = try #require(slices.first { $0["name"] as? String == "filter 2" }?["args"] as? [String: Any])
     #expect(blurArgs["dependencies"] as? [Int] == [byName["decode 2"]!.id])
-    #expect((blurArgs["waited_us"] as? Double ?? 0) >= 3000)
+    // The waiting counter is the event's wait (added → started), and it covers the dependency's run: the filter
+    // could not start before its decode ended. (Not "at least the decode's 3 ms": the decode may start before the
+    // filter is added, on a loaded machine well before.)
+    let blurEvent = byName["filter 2"]!
+    let decodeEvent = byName["decode 2"]!
+    func micros(_ duration: Duration) -> Double {
+      Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+    }
+    let waited = blurArgs["waited_us"] as? Double ?? -1
+    #expect(abs(waited - micros(blurEvent.waited)) < 0.01, "waited_us \(waited), the event's \(blurEvent.waited)")
+    #expect(waited >= micros(decodeEvent.end - max(blurEvent.enqueued, decodeEvent.start)) - 0.01)
+    #expect(waited > 0)
     // Flow arrows: a start and a finish per edge between bodies that ran (3 × 2 edges), on the right threads.
     let starts = events.filter { $0["ph"] as? String == "s" }
     let finishes = events.filter { $0["ph"] as? String == "f" }
