@@ -14,8 +14,10 @@ import Testing
       let input = folder + "/in-\(index).png"
       let bytes = try ImageEncoder(format: .png).encode(SamplePhoto(seed: UInt64(index)).render(width: 96, height: 64))
       try ImageFile.writeAtomically(bytes, to: input)
-      estimate = max(estimate, MemoryEstimate.bytes(decoded: 96 * 64 * 3, fileBytes: bytes.count))
-      smallest = min(smallest, MemoryEstimate.bytes(decoded: 96 * 64 * 3, fileBytes: bytes.count))
+      let info = ImageInfo(format: .png, width: 96, height: 64, layout: .rgb)
+      let cost = MemoryEstimate.bytes(info: info, fileBytes: bytes.count, configuration: BatchConfiguration())
+      estimate = max(estimate, cost)
+      smallest = min(smallest, cost)
       return BatchItem(input: input, output: folder + "/out-\(index).png")
     }
     return (items, estimate, smallest)
@@ -56,9 +58,65 @@ import Testing
   @Test func a102MegapixelFrameFitsTheDefaultBudgetByItsHeader() throws {
     // 11648 × 8736 RGB, the medium-format frame of the issue: refused by the old 100 MP default.
     let info = ImageInfo(format: .jpeg, width: 11648, height: 8736, layout: .rgb)
-    let estimate = MemoryEstimate.bytes(decoded: info.decodedByteCount, fileBytes: 60 << 20)
+    let estimate = MemoryEstimate.bytes(info: info, fileBytes: 60 << 20, configuration: BatchConfiguration())
     #expect(info.width * info.height > 100_000_000)
-    #expect(estimate <= 2 << 30, "\(estimate) fits a 2 GiB budget (the default is half the RAM, up to 4 GiB)")
+    #expect(estimate <= 1 << 29, "\(estimate) fits half a GiB (the default budget is half the RAM, up to 4 GiB)")
+  }
+
+  /// An 8-bit file is filtered in place through a ring of rows: its estimate counts its pixels once (and an eighth
+  /// for a pooled buffer a little larger), the ring, and the file twice. A 16-bit file, or a box too wide to
+  /// stream, counts its pixels three times.
+  @Test func theEstimateFollowsWhatTheFilterHolds() throws {
+    let configuration = BatchConfiguration(bandsPerImage: 2)
+    let photo = ImageInfo(format: .jpeg, width: 4000, height: 3000, layout: .rgb)
+    let file = 5 << 20
+    let streaming = MemoryEstimate.bytes(info: photo, fileBytes: file, configuration: configuration)
+    let kernel = BoxKernel(width: configuration.filter.parameters.boxWidth)
+    let ring = TiltShiftPlan.streamingBytes(width: 4000, height: 3000, channels: 3, kernel: kernel, bands: 2)
+    #expect(streaming == photo.decodedByteCount + photo.decodedByteCount / 8 + ring + 2 * file)
+    #expect(ring > 174 * 12_000 && ring < 16 << 20, "the ring and the cascades: \(ring) bytes, not an image")
+    let deep = ImageInfo(format: .png, width: 4000, height: 3000, layout: .rgb, bitDepth: 16)
+    #expect(
+      MemoryEstimate.bytes(info: deep, fileBytes: file, configuration: configuration)
+        == 3 * deep.decodedByteCount + 2 * file)
+    var wide = configuration
+    wide.filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 700))
+    #expect(!TiltShiftPlan.canStream(channels: 3, kernel: BoxKernel(width: wide.filter.parameters.boxWidth)))
+    #expect(
+      MemoryEstimate.bytes(info: photo, fileBytes: file, configuration: wide) == 3 * photo.decodedByteCount + 2 * file)
+    var unblurred = configuration
+    unblurred.filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 0))
+    #expect(
+      MemoryEstimate.bytes(info: photo, fileBytes: file, configuration: unblurred)
+        == 3 * photo.decodedByteCount + 2 * file, "no blur: the estimate of old, an upper bound")
+  }
+
+  /// A budget that holds two 8-bit files by what the streaming filter needs (but not by three copies of their
+  /// pixels each) has two in flight.
+  @Test func aBudgetForTwoStreamingFilesRunsTwoAtOnce() async throws {
+    let folder = try TiltShiftBatchTests.folder()
+    var items: [BatchItem] = []
+    var largest = 0
+    var largestFile = 0
+    for index in 0..<3 {
+      let input = folder + "/wide-\(index).jpg"
+      let bytes = try ImageEncoder(format: .jpeg).encode(
+        SamplePhoto(seed: UInt64(index)).render(width: 800, height: 600))
+      try ImageFile.writeAtomically(bytes, to: input)
+      items.append(BatchItem(input: input, output: folder + "/wide-out-\(index).jpg"))
+      largestFile = max(largestFile, bytes.count)
+    }
+    let configuration = BatchConfiguration(jobs: 2, maxImagesInMemory: 3)
+    for item in items { largest = max(largest, MemoryEstimate(item: item, configuration: configuration).bytes) }
+    let budget = 2 * largest
+    #expect(
+      budget < 2 * MemoryEstimate.bytes(decoded: 800 * 600 * 3, fileBytes: largestFile), "three copies would not fit")
+    var bounded = configuration
+    bounded.memoryBudget = budget
+    let summary = await TiltShiftBatch(items: items, configuration: bounded).run()
+    #expect(summary.progress.succeeded == 3)
+    #expect(summary.progress.peakInFlight == 2)
+    #expect(summary.progress.peakBytesInFlight <= budget)
   }
 
   @Test func aMediumFormatHeaderIsAdmittedByTheDefaults() async throws {

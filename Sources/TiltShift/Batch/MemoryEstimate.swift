@@ -1,8 +1,10 @@
 /// How much memory one file of a batch needs while it is in flight, estimated from its header alone.
 ///
-/// A file holds, at its peak (while the filter runs), its decoded pixels up to three times over — the original, a
-/// work buffer and the output (16-bit filtering; the batch's 8-bit filter writes its output over the original, so
-/// two) — and around the codecs its file bytes and the encoded output (taken as the input's size again):
+/// A file holds, at its peak (while the filter runs), its decoded pixels, and around the codecs its file bytes and
+/// the encoded output (taken as the input's size again). An 8-bit file is filtered in place, streaming through a
+/// ring of rows (``TiltShiftPlan/streamingBytes(width:height:channels:kernel:bands:)``), and its pixels may sit in a pooled
+/// buffer up to an eighth larger than they are: `9/8 × decoded + ring + 2 × file`. A 16-bit file, or a box too
+/// wide to stream, holds its pixels three times over (the original, a work buffer and the output):
 /// `3 × decoded + 2 × file`. The batch admits a file only when its estimate fits in
 /// what the budget has left (``BatchConfiguration/memoryBudget``), and refuses outright a file whose
 /// estimate is over the whole budget.
@@ -15,10 +17,28 @@ struct MemoryEstimate {
   /// The header, when it could be read (a file that cannot is left to the pipeline to report).
   var info: ImageInfo?
 
-  /// The estimate for a decoded size and a file size.
+  /// The estimate for a decoded size and a file size, when the filter needs three image-sized buffers.
   static func bytes(decoded: Int, fileBytes: Int) -> Int {
     let (tripled, overflow) = decoded.multipliedReportingOverflow(by: 3)
     return overflow ? Int.max : tripled &+ 2 &* fileBytes
+  }
+
+  /// The estimate for a file that `configuration`'s filter handles as `info` says: streaming in place for 8 bits
+  /// (see the type's description), three image-sized buffers otherwise.
+  static func bytes(info: ImageInfo, fileBytes: Int, configuration: BatchConfiguration) -> Int {
+    let decoded = info.decodedByteCount
+    let box = configuration.filter.parameters.boxWidth
+    guard info.bitDepth == 8, box > 1 else { return bytes(decoded: decoded, fileBytes: fileBytes) }
+    let kernel = BoxKernel(width: box)
+    let channels = info.layout.channels
+    guard TiltShiftPlan.canStream(channels: channels, kernel: kernel) else {
+      return bytes(decoded: decoded, fileBytes: fileBytes)
+    }
+    let ring = TiltShiftPlan.streamingBytes(
+      width: info.width, height: info.height, channels: channels, kernel: kernel, bands: configuration.bandsPerImage)
+    let (pixels, overflow) = decoded.addingReportingOverflow(decoded / 8)
+    let (total, overflow2) = pixels.addingReportingOverflow(ring &+ 2 &* fileBytes)
+    return overflow || overflow2 ? Int.max : total
   }
 
   init(item: BatchItem, configuration: BatchConfiguration) {
@@ -35,6 +55,6 @@ struct MemoryEstimate {
     }
     guard let header else { return }
     info = header
-    bytes = Self.bytes(decoded: header.decodedByteCount, fileBytes: size)
+    bytes = Self.bytes(info: header, fileBytes: size, configuration: configuration)
   }
 }

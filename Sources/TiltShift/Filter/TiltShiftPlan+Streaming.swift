@@ -17,8 +17,34 @@ extension TiltShiftPlan {
 
   /// Whether ``runStreaming(inPlace:bands:chunkRows:)`` can filter this image: the horizontal passes run on
   /// transposed slabs (all but very wide boxes).
-  var canStream: Bool {
-    VerticalCascade.stripBytes(for: kernel) >= channels * Self.slabRows(channels: channels)
+  var canStream: Bool { Self.canStream(channels: channels, kernel: kernel) }
+
+  /// ``canStream`` for an image of `channels` channels and a box `kernel`.
+  static func canStream(channels: Int, kernel: BoxKernel) -> Bool {
+    VerticalCascade.stripBytes(for: kernel) >= channels * slabRows(channels: channels)
+  }
+
+  /// The ring's rows for a box `kernel`: at the first step of a walk, the rows from `3·radius` above its first
+  /// output row to `3·radius + 3` below the step's last are live; later, from the previous step's last output
+  /// row on. (At most the image's height.)
+  static func ringRows(kernel: BoxKernel, chunkRows: Int = streamChunkRows) -> Int {
+    chunkRows + 6 * kernel.radius + 8
+  }
+
+  /// An upper bound of the memory ``runStreaming(inPlace:bands:chunkRows:)`` allocates for an image of
+  /// `width` × `height` pixels with `bands` bands at the default step: the ring, an output row, the strips'
+  /// cascades and each band's transposed slab.
+  static func streamingBytes(width: Int, height: Int, channels: Int, kernel: BoxKernel, bands: Int) -> Int {
+    let rowBytes = width * channels
+    let stripBytes = VerticalCascade.stripBytes(for: kernel)
+    let strips = (rowBytes + stripBytes - 1) / stripBytes
+    let slots = VerticalCascade.slots(for: kernel)
+    let cascade = { (strip: Int) in 2 * slots * strip + 3 * strip * MemoryLayout<UInt32>.stride }
+    let slabBytes = channels * slabRows(channels: channels)
+    let slabber = width * slabBytes + 16 * slabBytes + cascade(slabBytes)
+    // Each strip's cascade is as wide as the strip, rounded up to 64 bytes.
+    let ring = (min(height, ringRows(kernel: kernel)) + 1) * rowBytes
+    return ring + cascade(rowBytes + 64 * strips) + max(1, bands) * slabber
   }
 
   /// Filters `pixels` in place, `chunkRows` output rows per step, with `bands` threads per step. Needs
@@ -29,9 +55,7 @@ extension TiltShiftPlan {
     guard !runs.isEmpty else { return }
     let radius = kernel.radius
     let lanes = Self.slabRows(channels: channels)
-    // Live rows at a horizontal step: at the first step of a walk, from 3·radius above its first output row to
-    // 3·radius + 3 below the step's last; later, from the previous step's last output row on.
-    let ringRows = min(height, chunkRows + 6 * radius + 8)
+    let ringRows = min(height, Self.ringRows(kernel: kernel, chunkRows: chunkRows))
     let ring = UnsafeMutablePointer<UInt8>.allocate(capacity: ringRows * rowBytes)
     // One output row: each strip writes its own columns (64-byte multiples: no shared cache lines) and blends them.
     let outputRow = UnsafeMutableRawPointer.allocate(byteCount: rowBytes, alignment: 64)
@@ -45,8 +69,11 @@ extension TiltShiftPlan {
     let cascades = UnsafeMutablePointer<VerticalCascade>.allocate(capacity: strips.count)
     let walks = UnsafeMutablePointer<VerticalCascade.Walk>.allocate(capacity: strips.count)
     let slabbers = UnsafeMutablePointer<HorizontalSlabs>.allocate(capacity: horizontalPieces)
-    for index in strips.indices {
-      (cascades + index).initialize(to: VerticalCascade(kernel: kernel, rowBytes: rowBytes, height: height))
+    for (index, strip) in strips.enumerated() {
+      // Rings as wide as the strip (a narrow image's one strip needs no full-width rings).
+      let width = (strip.count + 63) / 64 * 64
+      (cascades + index).initialize(
+        to: VerticalCascade(kernel: kernel, rowBytes: rowBytes, height: height, stripBytes: width))
     }
     for piece in 0..<horizontalPieces { (slabbers + piece).initialize(to: HorizontalSlabs(self)) }
     defer {
