@@ -146,14 +146,17 @@ import Testing
   @Test("the filter given an image of its own writes the output over its pixels, no copy")
   func filterInPlaceDoesNotCopy() throws {
     let filter = TiltShiftFilter(parameters: try TiltShiftParameters(radius: 3))
-    var image: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb)
+    var image: Image? = TestImages.noise(width: 400, height: 300, layout: .rgb)
     let address = image.map { Self.address($0.pixels) }
     let output = filter.apply(consuming: image.take()!, bands: 2, scratchFrom: nil)
     #expect(Self.address(output.pixels) == address)
-    // Streaming: no image-sized buffer at all, so the pool's is left alone.
+    // Streaming (the ring and cascades are smaller than this image): no image-sized buffer, the pool's is left alone.
+    let streamed = TiltShiftPlan(
+      image: output, parameters: filter.parameters, kernel: BoxKernel(width: filter.parameters.boxWidth))
+    #expect(streamed.streams(bands: 2))
     let pool = PixelBufferPool(maxBuffers: 2, maxBytes: .max)
     pool.giveBack(Self.garbage(output.pixels.count))
-    var again: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb, seed: 3)
+    var again: Image? = TestImages.noise(width: 400, height: 300, layout: .rgb, seed: 3)
     let againAddress = again.map { Self.address($0.pixels) }
     let second = filter.apply(consuming: again.take()!, bands: 2, scratchFrom: pool)
     #expect(Self.address(second.pixels) == againAddress)
@@ -165,7 +168,7 @@ import Testing
       defer { pool.giveBack(buffer) }
       return Self.address(buffer)
     }
-    var third: Image? = TestImages.noise(width: 64, height: 48, layout: .rgb, seed: 4)
+    var third: Image? = TestImages.noise(width: 400, height: 300, layout: .rgb, seed: 4)
     let thirdAddress = third.map { Self.address($0.pixels) }
     let plan = TiltShiftPlan(
       image: third!, parameters: wide.parameters, kernel: BoxKernel(width: wide.parameters.boxWidth))
@@ -276,8 +279,12 @@ import Testing
   func serialBatchReusesBothBuffers() async throws {
     let folder = try makeTemporaryFolder("spindle-pool-serial").path
     defer { try? FileManager.default.removeItem(atPath: folder) }
-    let items = try TiltShiftBatchTests.items(4, in: folder, width: 72, height: 56)
-    let batch = TiltShiftBatch(items: items, configuration: .serial())
+    // Large enough that the filter streams (smaller images take the whole-image form and a scratch buffer).
+    let items = try TiltShiftBatchTests.items(4, in: folder, width: 800, height: 600)
+    let configuration = BatchConfiguration.serial()
+    let kernel = BoxKernel(width: configuration.filter.parameters.boxWidth)
+    #expect(TiltShiftPlan.streams(width: 800, height: 600, channels: 3, kernel: kernel, bands: 1))
+    let batch = TiltShiftBatch(items: items, configuration: configuration)
     #expect(await batch.run().progress.succeeded == 4)
     // A file's buffer (decoded, then filtered in place without a scratch buffer) is back before the next file
     // starts: each stage's value is let go once the next stage's body ran.

@@ -330,8 +330,10 @@ extension TiltShiftFilter {
     #expect(inPlace == output, "in place, \(size)", sourceLocation: sourceLocation)
     let filtersIn8Bits = parameters.boxWidth > 1 && image.bitDepth == 8
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: parameters.boxWidth))
-    // The streaming form takes no scratch buffer; the whole-image form (very wide boxes) takes the pool's.
-    #expect(pool.reuseCount == (filtersIn8Bits && !plan.canStream ? 1 : 0), sourceLocation: sourceLocation)
+    // The streaming form takes no scratch buffer; the whole-image form (very wide boxes, or images smaller than
+    // the ring and cascades) takes the pool's.
+    let streams = plan.streams(bands: max(1, bands))
+    #expect(pool.reuseCount == (filtersIn8Bits && !streams ? 1 : 0), sourceLocation: sourceLocation)
     #expect(pool.heldCount == 1, "the scratch is given back (or never taken)", sourceLocation: sourceLocation)
     guard filtersIn8Bits else { return output }
     // Both in-place forms, whichever `apply` chose: the whole image at once over a scratch buffer of old bytes,

@@ -31,11 +31,12 @@ struct MemoryEstimate {
     guard info.bitDepth == 8, box > 1 else { return bytes(decoded: decoded, fileBytes: fileBytes) }
     let kernel = BoxKernel(width: box)
     let channels = info.layout.channels
-    guard TiltShiftPlan.canStream(channels: channels, kernel: kernel) else {
-      return bytes(decoded: decoded, fileBytes: fileBytes)
-    }
+    let bands = max(1, configuration.bandsPerImage)
+    guard
+      TiltShiftPlan.streams(width: info.width, height: info.height, channels: channels, kernel: kernel, bands: bands)
+    else { return bytes(decoded: decoded, fileBytes: fileBytes) }
     let ring = TiltShiftPlan.streamingBytes(
-      width: info.width, height: info.height, channels: channels, kernel: kernel, bands: configuration.bandsPerImage)
+      width: info.width, height: info.height, channels: channels, kernel: kernel, bands: bands)
     let (pixels, overflow) = decoded.addingReportingOverflow(decoded / 8)
     let (total, overflow2) = pixels.addingReportingOverflow(ring &+ 2 &* fileBytes)
     return overflow || overflow2 ? Int.max : total

@@ -57,8 +57,10 @@ public struct TiltShiftFilter: Sendable {
   /// Nothing is copied when nobody else holds the pixels (a value shared with another variable is copied first,
   /// as any change to a value is), and the filter needs no other image-sized buffer: the horizontal passes run a
   /// little ahead of the vertical ones through a ring of rows (about 2 MB for a 12 MP photo at the standard
-  /// radius), and each finished row is blended straight into the image. Only boxes over about 1,000 pixels wide
-  /// take a second image-sized buffer. A 16-bit image is filtered as ``apply(to:bands:)`` filters it and the result stored back.
+  /// radius), and each finished row is blended straight into the image. Where the ring and its cascades would
+  /// take more memory than a second image (boxes over about 1,000 pixels, small images under wide boxes), the
+  /// filter takes one image-sized buffer instead. A 16-bit image is filtered as ``apply(to:bands:)`` filters it
+  /// and the result stored back.
   ///
   /// ```swift
   /// var photo = try ImageDecoder().decode(contentsOf: "IMG_0001.jpg")
@@ -71,14 +73,15 @@ public struct TiltShiftFilter: Sendable {
 
   /// ``apply(to:bands:)`` on an image the caller gives up: the 8-bit output is written over its own pixels (in
   /// place when nobody else holds them), streaming through a ring of rows (``TiltShiftPlan/runStreaming(inPlace:bands:chunkRows:)``);
-  /// only a box too wide to stream needs an image-sized buffer besides, which comes from `pool` and goes back to
+  /// only when streaming would not save memory (see ``TiltShiftPlan/streams(bands:)``) is an image-sized buffer
+  /// needed besides, which comes from `pool` and goes back to
   /// it after the call. The output is the same as ``apply(to:bands:)``'s.
   package func apply(consuming given: consuming Image, bands: Int, scratchFrom pool: PixelBufferPool?) -> Image {
     var image = consume given
     let box = parameters.boxWidth
     guard box > 1, image.bitDepth == 8 else { return apply(to: image, bands: bands) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
-    if plan.canStream {
+    if plan.streams(bands: max(1, bands)) {
       image.withUnsafeMutablePixels { pixels in plan.runStreaming(inPlace: pixels.baseAddress!, bands: max(1, bands)) }
       return image
     }
@@ -157,7 +160,7 @@ struct TiltShiftPlan {
   }
 
   /// Filters `pixels` in place; returns the buffer the horizontal passes used (`scratch` when it is given and
-  /// has the right size), for the caller to reuse. The whole-image form, for boxes too wide to stream (see
+  /// has the right size), for the caller to reuse. The whole-image form, for images the filter does not stream (see
   /// ``runStreaming(inPlace:bands:chunkRows:)``, which needs no such buffer).
   ///
   /// The horizontal passes read the original and fill the scratch buffer; the vertical passes turn it into

@@ -24,6 +24,21 @@ extension TiltShiftPlan {
     VerticalCascade.stripBytes(for: kernel) >= channels * slabRows(channels: channels)
   }
 
+  /// Whether the in-place filter streams an image of `width` × `height` pixels with `bands` bands: it can, and
+  /// the ring and cascades (``streamingBytes(width:height:channels:kernel:bands:)``) take less memory than the
+  /// second image-sized buffer of the whole-image form. (With boxes of several hundred pixels the rings of the
+  /// cascades alone are hundreds of rows tall, more than a small image.)
+  static func streams(width: Int, height: Int, channels: Int, kernel: BoxKernel, bands: Int) -> Bool {
+    canStream(channels: channels, kernel: kernel)
+      && streamingBytes(width: width, height: height, channels: channels, kernel: kernel, bands: bands)
+        < width * height * channels
+  }
+
+  /// ``streams(width:height:channels:kernel:bands:)`` for this image.
+  func streams(bands: Int) -> Bool {
+    Self.streams(width: width, height: height, channels: channels, kernel: kernel, bands: bands)
+  }
+
   /// The ring's rows for a box `kernel`: at the first step of a walk, the rows from `3·radius` above its first
   /// output row to `3·radius + 3` below the step's last are live; later, from the previous step's last output
   /// row on. (At most the image's height.)
@@ -51,6 +66,7 @@ extension TiltShiftPlan {
   /// ``canStream``.
   func runStreaming(inPlace pixels: UnsafeMutablePointer<UInt8>, bands: Int, chunkRows: Int = streamChunkRows) {
     precondition(canStream && chunkRows >= 1)
+    let bands = max(1, bands)
     let runs = verticalRuns
     guard !runs.isEmpty else { return }
     let radius = kernel.radius
