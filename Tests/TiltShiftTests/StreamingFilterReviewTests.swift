@@ -71,6 +71,19 @@ struct StreamingFilterReviewTests {
     return checked
   }
 
+  /// ``check(_:_:bands:chunkRows:label:)`` on a noise image of the given size, layout and orientation.
+  static func checkCase(
+    _ name: String, seed: UInt32, width: Int, height: Int, layout: Image.Layout, orientation: UInt8,
+    _ parameters: TiltShiftParameters, bands: Int, chunkRows: Int
+  ) -> Int {
+    var image = TestImages.noise(width: width, height: height, layout: layout, seed: seed)
+    image.exif = TestImages.exif(orientation: orientation)
+    let label =
+      "\(name): \(width)x\(height) \(layout) o\(orientation), box \(parameters.boxWidth), "
+      + "band \(parameters.clearBand) inner \(parameters.innerIntensity), \(bands) bands, \(chunkRows) rows"
+    return check(image, parameters, bands: bands, chunkRows: chunkRows, label: label)
+  }
+
   /// Small images (1 row tall, 1 pixel wide, shorter and taller than the ring), every layout and orientation,
   /// radius 0 up to boxes wider than the image, 1 to 64 bands, chunks of 1 row up to more than the image.
   @Test func randomSmallImagesMatchTheWholeImageForm() throws {
@@ -85,12 +98,9 @@ struct StreamingFilterReviewTests {
       let parameters = try Self.randomParameters(&random, radius: radius)
       let bands = random.pick([1, 2, 3, 7, 64])
       let chunkRows = random.pick([1, 2, 3, random.int(1...20), 64, random.int(1...400)])
-      var image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(index + 1))
-      image.exif = TestImages.exif(orientation: orientation)
-      let label =
-        "case \(index): \(width)x\(height) \(layout) o\(orientation), box \(parameters.boxWidth), "
-        + "band \(parameters.clearBand) inner \(parameters.innerIntensity), \(bands) bands, \(chunkRows) rows"
-      streamedCases += Self.check(image, parameters, bands: bands, chunkRows: chunkRows, label: label)
+      streamedCases += Self.checkCase(
+        "case \(index)", seed: UInt32(index + 1), width: width, height: height, layout: layout,
+        orientation: orientation, parameters, bands: bands, chunkRows: chunkRows)
     }
     #expect(streamedCases > Self.cases(250) * 3 / 5)
   }
@@ -112,12 +122,9 @@ struct StreamingFilterReviewTests {
       let orientation = UInt8(random.pick([1, 1, 3, 4, 6, 8]))
       let parameters = try Self.randomParameters(&random, radius: radius)
       let bands = random.pick([1, 2, 3, 64])
-      var image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(1000 + index))
-      image.exif = TestImages.exif(orientation: orientation)
-      let label =
-        "tall case \(index): \(width)x\(height) \(layout) o\(orientation), box \(parameters.boxWidth), "
-        + "band \(parameters.clearBand) inner \(parameters.innerIntensity), \(bands) bands, \(chunkRows) rows"
-      streamedCases += Self.check(image, parameters, bands: bands, chunkRows: chunkRows, label: label)
+      streamedCases += Self.checkCase(
+        "tall case \(index)", seed: UInt32(1000 + index), width: width, height: height, layout: layout,
+        orientation: orientation, parameters, bands: bands, chunkRows: chunkRows)
     }
     #expect(streamedCases > Self.cases(60) * 5 / 6)
   }
