@@ -72,24 +72,25 @@ public struct TiltShiftFilter: Sendable {
   }
 
   /// ``apply(to:bands:)`` on an image the caller gives up: the 8-bit output is written over its own pixels (in
-  /// place when nobody else holds them), streaming through a ring of rows (``TiltShiftPlan/runStreaming(inPlace:bands:chunkRows:)``);
-  /// only when streaming would not save memory (see ``TiltShiftPlan/streams(bands:)``) is an image-sized buffer
-  /// needed besides, which comes from `pool` and goes back to
-  /// it after the call. The output is the same as ``apply(to:bands:)``'s.
+  /// place when nobody else holds them), streaming through a ring of rows
+  /// (``TiltShiftPlan/runStreaming(inPlace:bands:chunkRows:)``); only when streaming would not save memory (see
+  /// ``TiltShiftPlan/streams(bands:)``) is an image-sized buffer needed besides, which comes from `pool` and goes
+  /// back to it after the call. The output is the same as ``apply(to:bands:)``'s.
   package func apply(consuming given: consuming Image, bands: Int, scratchFrom pool: PixelBufferPool?) -> Image {
     var image = consume given
     let box = parameters.boxWidth
     guard box > 1, image.bitDepth == 8 else { return apply(to: image, bands: bands) }
     let plan = TiltShiftPlan(image: image, parameters: parameters, kernel: BoxKernel(width: box))
-    if plan.streams(bands: max(1, bands)) {
-      image.withUnsafeMutablePixels { pixels in plan.runStreaming(inPlace: pixels.baseAddress!, bands: max(1, bands)) }
+    let bands = max(1, bands)
+    if plan.streams(bands: bands) {
+      image.withUnsafeMutablePixels { pixels in plan.runStreaming(inPlace: pixels.baseAddress!, bands: bands) }
       return image
     }
     // A `var` moved into the call with `take`: a constant captured by the closure would stay a second reference
     // to the buffer, and writing it would copy all of it.
     var scratch = pool?.take(count: image.pixels.count)
     let work = image.withUnsafeMutablePixels { pixels in
-      plan.run(inPlace: pixels, bands: max(1, bands), scratch: scratch.take())
+      plan.run(inPlace: pixels, bands: bands, scratch: scratch.take())
     }
     if let pool { pool.giveBack(consume work) }
     return image

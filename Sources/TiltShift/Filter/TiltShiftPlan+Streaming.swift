@@ -81,7 +81,7 @@ extension TiltShiftPlan {
     let verticalPieces = min(bands, strips.count)
     // A step never has more slabs than the ring has slabs (plus one cut at its end): more bands would only
     // allocate slab buffers that no slab uses.
-    let horizontalPieces = min(max(1, bands), ringRows / lanes + 2)
+    let horizontalPieces = min(bands, ringRows / lanes + 2)
     let cascades = UnsafeMutablePointer<VerticalCascade>.allocate(capacity: strips.count)
     let walks = UnsafeMutablePointer<VerticalCascade.Walk>.allocate(capacity: strips.count)
     let slabbers = UnsafeMutablePointer<HorizontalSlabs>.allocate(capacity: horizontalPieces)
