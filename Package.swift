@@ -39,8 +39,9 @@ let package = Package(
     ),
     // The thin executable: main.swift only.
     .executableTarget(name: "spindle", dependencies: ["SpindleCLI"], swiftSettings: strict),
-    // Helpers every test target shares: offPool, eventually, Counter, Gate, Stress, TemporaryFolder.
-    .target(name: "SpindleTestSupport", path: "Tests/SpindleTestSupport", swiftSettings: strict),
+    // Helpers every test target shares: offPool, the offThePool trait, eventually, Counter, Gate, Stress, TemporaryFolder.
+    .target(
+      name: "SpindleTestSupport", dependencies: ["Spindle"], path: "Tests/SpindleTestSupport", swiftSettings: strict),
     .testTarget(name: "SpindleTests", dependencies: ["Spindle", "SpindleTestSupport"], swiftSettings: strict),
     .testTarget(
       name: "SpindleFoundationTests",

@@ -6,7 +6,7 @@ import Testing
 @testable import SpindleFoundation
 
 /// Many async operations finishing from many threads; cancel racing finish; bounded by default.
-@Suite struct AsyncOperationStressTests {
+@Suite(.offThePool) struct AsyncOperationStressTests {
   @Test func thousandsOfAsyncOperationsFinishFromManyThreads() throws {
     let count = Stress.scaled(2_000)
     let queue = OperationQueue()

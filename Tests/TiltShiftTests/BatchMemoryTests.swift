@@ -1,10 +1,11 @@
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
 
 /// Issue 14 item 10 (and 7): files are admitted by their decoded size under a memory budget.
-@Suite struct BatchMemoryTests {
+@Suite(.offThePool) struct BatchMemoryTests {
   /// `count` 96 × 64 RGB PNGs in a fresh folder, their outputs, and the largest and smallest estimates.
   static func pngs(_ count: Int) throws -> (items: [BatchItem], estimate: Int, smallest: Int) {
     let folder = try TiltShiftBatchTests.folder()

@@ -1,3 +1,4 @@
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
@@ -37,7 +38,7 @@ private func isUnreadable(_ kind: ImageError.Kind?) -> Bool {
   return false
 }
 
-@Suite("Image codecs")
+@Suite("Image codecs", .offThePool)
 struct CodecTests {
   let decoder = ImageDecoder()
 

@@ -1,3 +1,4 @@
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
@@ -38,7 +39,7 @@ final class TemporaryFolder {
   }
 }
 
-@Suite("Image files")
+@Suite("Image files", .offThePool)
 struct ImageFileTests {
   @Test func writeAtomicallyWritesTheBytesAndNoTemporary() throws {
     let folder = try TemporaryFolder()

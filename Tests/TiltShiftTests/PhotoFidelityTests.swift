@@ -1,3 +1,4 @@
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
@@ -7,7 +8,7 @@ import Testing
 #endif
 
 /// Issue 14: photos come out as they went in — no silent damage, metadata, orientation, depth, alpha.
-@Suite struct PhotoFidelityTests {
+@Suite(.offThePool) struct PhotoFidelityTests {
   let decoder = ImageDecoder()
 
   func caught(_ body: () throws -> Void) -> ImageError? {
@@ -400,7 +401,7 @@ private func reference16(_ image: Image, _ parameters: TiltShiftParameters) -> [
 }
 
 /// Metadata blocks from a hostile file: parsed without a trap and without allocating what they claim.
-@Suite struct HostileMetadataTests {
+@Suite(.offThePool) struct HostileMetadataTests {
   @Test func declaredSizesBeyondTheDataAreIgnored() {
     // An extended-XMP chunk claiming 60 MB, and a raw IPTC profile claiming a terabyte.
     let extended =

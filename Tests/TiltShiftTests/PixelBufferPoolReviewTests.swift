@@ -9,7 +9,7 @@ import Testing
 /// Adversarial checks of the pooled, in-place batch pipeline: a batch's outputs against decode → `apply(to:)` →
 /// encode done by hand on a mix of layouts, depths, orientations and damaged files, and the pool's bytes against
 /// the memory budget the documentation says they fit in.
-@Suite struct PixelBufferPoolReviewTests {
+@Suite(.offThePool) struct PixelBufferPoolReviewTests {
   /// What the batch must write for `item`: the same steps, with fresh buffers and the out-of-place filter.
   static func byHand(_ item: BatchItem, _ configuration: BatchConfiguration) throws -> [UInt8] {
     let bytes = try ImageFile.read(item.input)

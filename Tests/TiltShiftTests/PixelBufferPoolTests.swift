@@ -7,7 +7,7 @@ import Testing
 
 /// The pool that hands pixel buffers from one image to the next, and the decoder, filter and batch that use it:
 /// reuse must never change a pixel, never write into memory someone else still reads, and stay within its bounds.
-@Suite struct PixelBufferPoolTests {
+@Suite(.offThePool) struct PixelBufferPoolTests {
   static func address(_ buffer: [UInt8]) -> UnsafeRawPointer? {
     buffer.withUnsafeBytes { $0.baseAddress }
   }

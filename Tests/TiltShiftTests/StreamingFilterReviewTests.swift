@@ -1,4 +1,5 @@
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
@@ -6,7 +7,7 @@ import Testing
 /// A review of the streaming in-place filter (``TiltShiftPlan/runStreaming(inPlace:bands:chunkRows:)``): its output
 /// must be the whole-image form's (``TiltShiftFilter/apply(to:bands:)`` with one band) byte for byte, for random
 /// sizes, parameters, orientations, layouts, band counts and chunk sizes, and for the edge cases of its ring.
-struct StreamingFilterReviewTests {
+@Suite(.offThePool) struct StreamingFilterReviewTests {
   /// A quarter of the random cases under ThreadSanitizer (CI's run): it looks for races, which a few cases of each
   /// kind reach, and the full count would starve the timing-bound tests running beside these.
   static func cases(_ count: Int) -> Int { underThreadSanitizer ? max(2, count / 4) : count }

@@ -5,7 +5,7 @@ import Testing
 
 @testable import TiltShift
 
-@Suite struct TiltShiftBatchTests {
+@Suite(.offThePool) struct TiltShiftBatchTests {
   /// A fresh folder; each test removes it (`defer`) when it is done.
   static func folder() throws -> String {
     try makeTemporaryFolder("spindle-batch").path

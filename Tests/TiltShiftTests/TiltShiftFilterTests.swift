@@ -1,4 +1,5 @@
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import TiltShift
@@ -65,7 +66,7 @@ private func referenceTiltShift(_ image: Image, _ parameters: TiltShiftParameter
   return d > 1 ? out : image.pixels
 }
 
-@Suite("TiltShift filter")
+@Suite("TiltShift filter", .offThePool)
 struct TiltShiftFilterTests {
   @Test(arguments: [0.5, 1, 2.5, 6, 20, 150])
   func matchesTheReference(radius: Double) throws {

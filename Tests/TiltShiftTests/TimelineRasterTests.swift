@@ -1,5 +1,6 @@
 import Foundation
 import Spindle
+import SpindleTestSupport
 import Testing
 import TiltShift
 
@@ -70,7 +71,7 @@ private func events(count: Int, threads: Int, micros: Int64) -> [WorkTraceEvent]
   }
 }
 
-@Suite("Timeline rasterised by librsvg")
+@Suite("Timeline rasterised by librsvg", .offThePool)
 struct TimelineRasterTests {
   @Test("rsvg-convert draws the bars where the SVG says, in their stage colours, on a white page")
   func rasterisesFewItems() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import SpindleTestSupport
 import Testing
 
 @testable import Spindle
@@ -185,7 +186,7 @@ struct WorkTraceExportTests {
     #expect(!shape.text.contains("thread \(threads + 1)"))
   }
 
-  @Test("SVG timeline of 20,000 items stays small and readable: thin bars are aggregated per column")
+  @Test("SVG timeline of 20,000 items stays small and readable: thin bars are aggregated per column", .offThePool)
   func timelineOfThousands() throws {
     let events = syntheticEvents(count: 20_000, threads: 4, micros: 50)
     let svg = WorkTimeline(events: events, title: "20,000 items").svg()

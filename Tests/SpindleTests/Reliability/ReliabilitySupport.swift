@@ -133,8 +133,8 @@ func blockingWait(seconds: Double, _ wait: @escaping @Sendable (DispatchTime) ->
 /// Waits at most `seconds` for every item of `queue` to complete, off the cooperative pool; false on a timeout.
 ///
 /// Uses the blocking `waitUntilAllFinished()` on a thread of its own. A hang leaves that one thread blocked
-/// and fails the test instead of hanging the run.
-func drained(_ queue: WorkQueue, seconds: Double = Reliability.isFull ? 900 : 120) async -> Bool {
+/// and fails the test instead of hanging the run. The bound is ``hangBoundScale`` times longer under a sanitizer.
+func drained(_ queue: WorkQueue, seconds: Double = (Reliability.isFull ? 900 : 120) * hangBoundScale) async -> Bool {
   let done = DispatchSemaphore(value: 0)
   Thread.detachNewThread {
     queue.waitUntilAllFinished()
