@@ -160,6 +160,36 @@ import TiltShift
     print("sigkill: \(moments) kills, \(leftovers) temporaries left by the kills themselves")
   }
 
+  /// What SIGKILL leaves between `link` (the finished output in place) and `unlink` (its temporary name gone): both.
+  /// The rerun refuses that output (it exists) and must still remove its temporary. `sigkillMidBatch` hit this window
+  /// once in many runs and failed; here it is made by hand.
+  @Test("a temporary beside its finished output (a kill between link and unlink): the rerun removes it")
+  func temporaryBesideAFinishedOutput() async throws {
+    let inputs = try Self.inputs()
+    let out = try CLI.temporaryFolder().appendingPathComponent("out")
+    let arguments = ["tiltshift", inputs.path, "-o", out.path, "--jobs", "2", "-q"]
+    let first = try await CLI.run(arguments)
+    #expect(first.status == 0, "\(first.stderr)")
+    let done = Self.inspect(out)
+    #expect(done.outputs.count == Self.count && done.temporaries.isEmpty)
+    let finished = try #require(done.outputs.first)
+    let bytes = try Data(contentsOf: out.appendingPathComponent(finished))
+    // Hard-linked like the real thing: the temporary name and the output are one file.
+    let temporary = out.appendingPathComponent(".\(finished)\(ImageFile.temporaryMarker)0badc0de")
+    #expect(link(out.appendingPathComponent(finished).path, temporary.path) == 0)
+    let foreign = out.appendingPathComponent(".other.png\(ImageFile.temporaryMarker)0badc0de")
+    try Data([0x89, 0x50]).write(to: foreign)
+
+    let rerun = try await CLI.run(arguments)
+    let after = Self.inspect(out)
+    #expect(after.temporaries == [foreign.lastPathComponent], "left: \(after.temporaries)")
+    #expect(try Data(contentsOf: out.appendingPathComponent(finished)) == bytes, "the finished output is untouched")
+    #expect(after.outputs == done.outputs && after.partial.isEmpty)
+    // Every output exists, so every file is refused, each with the reason.
+    #expect(rerun.status == 1, "exit \(rerun.status): \(rerun.stderr)")
+    #expect(rerun.stderr.components(separatedBy: "exists (pass --overwrite").count - 1 == Self.count, "\(rerun.stderr)")
+  }
+
   @Test("the output folder removed mid-batch: one clear error per remaining file, no crash, nothing partial")
   func folderRemovedMidBatch() async throws {
     let inputs = try Self.inputs()

@@ -16,7 +16,10 @@ struct BatchPlan {
   /// What the plan decided for one input, in sorted input order.
   enum Decision {
     case process(BatchItem)
-    case reject(path: String, reason: String)
+    /// `existingOutput`: the input's output, when it is refused only because that file exists. Temporary files of
+    /// its name are still this run's to remove: a run killed between linking a finished output into place and
+    /// removing the temporary name leaves both.
+    case reject(path: String, reason: String, existingOutput: String? = nil)
   }
 
   var decisions: [Decision] = []
@@ -149,7 +152,9 @@ struct BatchPlan {
         plan.decisions.append(.reject(path: input.path, reason: "output \(output) is already the output of \(other)"))
       } else if !overwrite, FileManager.default.fileExists(atPath: output) {
         plan.decisions.append(
-          .reject(path: input.path, reason: "output \(output) exists (pass --overwrite to replace it)"))
+          .reject(
+            path: input.path, reason: "output \(output) exists (pass --overwrite to replace it)", existingOutput: output
+          ))
       } else {
         outputs[key] = input.path
         plan.decisions.append(.process(BatchItem(input: input.path, output: output, format: outputFormat)))

@@ -177,7 +177,7 @@ struct TiltShiftCommand: ParsableCommand {
     for decision in missing + mine {
       switch decision {
       case .process(let item): items.append(item)
-      case .reject(let path, let reason): rejected.append((path, reason))
+      case .reject(let path, let reason, _): rejected.append((path, reason))
       }
     }
     for (path, reason) in rejected {
@@ -204,8 +204,13 @@ struct TiltShiftCommand: ParsableCommand {
       }
     }
     // Temporary files a killed earlier run left for these outputs go now (never those of other names: another
-    // shard may be writing into the same folder).
-    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output))
+    // shard may be writing into the same folder). That includes outputs refused because they exist: a run killed
+    // between linking its finished output into place and removing the temporary name leaves both.
+    let finishedEarlier = mine.compactMap { decision -> String? in
+      if case .reject(_, _, let output?) = decision { return output }
+      return nil
+    }
+    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output) + finishedEarlier)
 
     let traceOutputs = TraceOutputs(
       trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])
