@@ -94,9 +94,7 @@ import Testing
 
   /// A budget that holds two 8-bit files by what the streaming filter needs (but not by three copies of their
   /// pixels each) has two in flight.
-  // Skipped in CI's ThreadSanitizer run (three 800 × 600 filters starve the timing-bound tests there).
-  @Test(.disabled(if: ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1"))
-  func aBudgetForTwoStreamingFilesRunsTwoAtOnce() async throws {
+  @Test func aBudgetForTwoStreamingFilesRunsTwoAtOnce() async throws {
     let folder = try TiltShiftBatchTests.folder()
     var items: [BatchItem] = []
     var largest = 0

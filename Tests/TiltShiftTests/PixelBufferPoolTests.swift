@@ -275,11 +275,7 @@ import Testing
     }
   }
 
-  // Skipped in CI's ThreadSanitizer run: four 800 × 600 filters there take minutes of both cores and starve the
-  // timing-bound reliability tests beside them; the debug run checks it.
-  @Test(
-    "one file at a time, every file after the first decodes into the previous file's buffer",
-    .disabled(if: ProcessInfo.processInfo.environment["SPINDLE_EXPECT_TSAN"] == "1"))
+  @Test("one file at a time, every file after the first decodes into the previous file's buffer")
   func serialBatchReusesBothBuffers() async throws {
     let folder = try makeTemporaryFolder("spindle-pool-serial").path
     defer { try? FileManager.default.removeItem(atPath: folder) }
