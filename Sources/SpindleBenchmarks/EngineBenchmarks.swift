@@ -7,7 +7,8 @@ import Synchronization
 /// bodies against their peers, and the peak thread count of callback and blocking bodies.
 ///
 /// Graph construction and the run are timed together, as C++ schedulers are measured: the WorkQueue adds
-/// each item to a running queue, so the graph runs while it is built. `Scripts/bench-engine-peers.sh` runs
+/// each item to a running queue, so the graph runs while it is built. A second row per workload builds the graph on
+/// a suspended queue and then resumes it, as the oneTBB peer builds its graph before the first message. `Scripts/bench-engine-peers.sh` runs
 /// this suite beside a oneTBB flow-graph program on the same four workloads (the same random DAG) and
 /// prints the ratios.
 package let engineBenchmarkSuite = BenchmarkSuite(
@@ -63,13 +64,25 @@ private struct EngineBenchmarks {
 
     addRecordingRows(nodes, runs: runs)
 
+    report.add(
+      independent, "WorkQueue, built suspended then resumed", nodes,
+      try measure(runs: runs) { _ = engineIndependentTimed(nodes, trace: nil, builtSuspended: true) })
     report.add("chain \(count)", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineChain(nodes) })
     report.add(
+      "chain \(count)", "WorkQueue, built suspended then resumed", nodes,
+      try measure(runs: runs) { engineChain(nodes, builtSuspended: true) })
+    report.add(
       "fan-in \(count) → 1", "WorkQueue", nodes, baseline: true, try measure(runs: runs) { engineFanIn(nodes) })
+    report.add(
+      "fan-in \(count) → 1", "WorkQueue, built suspended then resumed", nodes,
+      try measure(runs: runs) { engineFanIn(nodes, builtSuspended: true) })
     let graph = RandomGraph(nodes: nodes, edgesPerNode: 4, seed: 2026)
     report.add(
       "random DAG \(count) × ~4 edges", "WorkQueue", nodes, baseline: true,
       try measure(runs: runs) { engineGraph(graph) }, note: "\(graph.edgeCount) edges")
+    report.add(
+      "random DAG \(count) × ~4 edges", "WorkQueue, built suspended then resumed", nodes,
+      try measure(runs: runs) { engineGraph(graph, builtSuspended: true) })
 
     // Async bodies against a child task per item: the peer is the baseline, so the ratio is WorkQueue ÷ peer.
     // 20,000 items (not 100,000) keep the slow case within a developer's patience; the cost per item is flat.
@@ -145,10 +158,12 @@ private func engineIndependent(_ count: Int) {
 }
 
 /// ``engineIndependent(_:)`` with an optional trace; returns the seconds it took.
-private func engineIndependentTimed(_ count: Int, trace: WorkTrace?) -> Double {
+private func engineIndependentTimed(_ count: Int, trace: WorkTrace?, builtSuspended: Bool = false) -> Double {
   let start = ContinuousClock.now
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth, trace: trace)
+  if builtSuspended { queue.suspend() }
   for _ in 0..<count { queue.add {} }
+  if builtSuspended { queue.resume() }
   queue.waitUntilAllFinished()
   return (ContinuousClock.now - start).secondsValue
 }
@@ -166,30 +181,36 @@ private func engineTaskGroupIndependent(_ count: Int) async {
   }
 }
 
-private func engineChain(_ length: Int) {
+private func engineChain(_ length: Int, builtSuspended: Bool = false) {
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  if builtSuspended { queue.suspend() }
   var last = queue.add { 0 }
   for _ in 0..<length - 1 { last = queue.add(after: last) { $0 + 1 } }
+  if builtSuspended { queue.resume() }
   let value = try! last.wait()
   precondition(value == length - 1, "chain computed \(value)")
 }
 
-private func engineFanIn(_ count: Int) {
+private func engineFanIn(_ count: Int, builtSuspended: Bool = false) {
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  if builtSuspended { queue.suspend() }
   var items: [AnyWork] = []
   items.reserveCapacity(count)
   for _ in 0..<count { items.append(queue.add {}) }
   let last = queue.add(dependencies: items) { 1 }
+  if builtSuspended { queue.resume() }
   precondition(try! last.wait() == 1, "fan-in did not run its last item")
 }
 
-private func engineGraph(_ graph: RandomGraph) {
+private func engineGraph(_ graph: RandomGraph, builtSuspended: Bool = false) {
   let queue = WorkQueue(name: "bench", maxConcurrent: engineWidth)
+  if builtSuspended { queue.suspend() }
   var works: [AnyWork] = []
   works.reserveCapacity(graph.dependencies.count)
   for dependencies in graph.dependencies {
     works.append(queue.add(dependencies: dependencies.map { works[$0] }) {})
   }
+  if builtSuspended { queue.resume() }
   queue.waitUntilAllFinished()
   precondition(works.allSatisfy { $0.state == .finished }, "random DAG: a node did not finish")
 }
