@@ -102,7 +102,8 @@ private struct EngineBenchmarks {
 
     report.notes.append(
       "graph workloads: WorkQueue(maxConcurrent: \(engineWidth)) is the baseline; graph built and run together "
-        + "(items added to the running queue), empty bodies. Dispatch (the global queue) and the task group use "
+        + "(items added to the running queue), empty bodies; the 'built suspended then resumed' rows build the graph "
+        + "on a suspended queue first, as oneTBB's peer does. Dispatch (the global queue) and the task group use "
         + "every active processor (\(WorkQueue.activeProcessorCount) here)."
     )
     report.notes.append(

@@ -162,8 +162,9 @@ import TiltShift
 
   /// What SIGKILL leaves between `link` (the finished output in place) and `unlink` (its temporary name gone): both.
   /// The rerun refuses that output (it exists) and must still remove its temporary. `sigkillMidBatch` hit this window
-  /// once in many runs and failed; here it is made by hand.
-  @Test("a temporary beside its finished output (a kill between link and unlink): the rerun removes it")
+  /// once in many runs and failed; here it is made by hand. A temporary of an existing output that is another file
+  /// (a live run replacing it) must stay: a review found the first version of the fix removed it.
+  @Test("a temporary that is its finished output (a kill between link and unlink) goes on a rerun; another file stays")
   func temporaryBesideAFinishedOutput() async throws {
     let inputs = try Self.inputs()
     let out = try CLI.temporaryFolder().appendingPathComponent("out")
@@ -179,10 +180,16 @@ import TiltShift
     #expect(link(out.appendingPathComponent(finished).path, temporary.path) == 0)
     let foreign = out.appendingPathComponent(".other.png\(ImageFile.temporaryMarker)0badc0de")
     try Data([0x89, 0x50]).write(to: foreign)
+    // Another file under the temporary name of an existing output: what a live `--overwrite` run replacing that
+    // output writes. The rerun refuses the output and must not take the other run's file away.
+    let replacing = try #require(done.outputs.last)
+    let live = out.appendingPathComponent(".\(replacing)\(ImageFile.temporaryMarker)12345678")
+    try Data([0x89, 0x50]).write(to: live)
 
     let rerun = try await CLI.run(arguments)
     let after = Self.inspect(out)
-    #expect(after.temporaries == [foreign.lastPathComponent], "left: \(after.temporaries)")
+    #expect(
+      after.temporaries == [live.lastPathComponent, foreign.lastPathComponent].sorted(), "left: \(after.temporaries)")
     #expect(try Data(contentsOf: out.appendingPathComponent(finished)) == bytes, "the finished output is untouched")
     #expect(after.outputs == done.outputs && after.partial.isEmpty)
     // Every output exists, so every file is refused, each with the reason.

@@ -41,4 +41,29 @@ import Testing
     #expect(others.allSatisfy { access($0, F_OK) == 0 })
     #expect(folder.files().contains("done.jpg"))
   }
+
+  /// Of an existing output, only a temporary that is the same file goes (what a kill between `link` and `unlink`
+  /// leaves); a temporary that is another file may be a live writer's (a run replacing that output) and stays.
+  @Test func removesOnlyTheTemporariesThatAreTheExistingOutputItself() throws {
+    let folder = try TemporaryFolder()
+    let output = folder.path + "/a.jpg"
+    try ImageFile.writeAtomically([1, 2, 3], to: output)
+    let leftover = folder.path + "/.a.jpg.spindle-tmp-0badf00d"
+    #expect(link(output, leftover) == 0)
+    let live = folder.path + "/.a.jpg.spindle-tmp-12345678"  // another file: a writer replacing a.jpg
+    Self.touch(live)
+    let otherName = folder.path + "/.b.jpg.spindle-tmp-0badf00d"
+    #expect(link(output, otherName) == 0)  // the same file, but under another destination's name
+    let missing = folder.path + "/c.jpg"  // no output: its temporaries are not this call's
+    let orphan = folder.path + "/.c.jpg.spindle-tmp-0badf00d"
+    Self.touch(orphan)
+
+    let removed = ImageFile.removeTemporaryFiles(sameFileAs: [output, missing])
+
+    #expect(removed == 1)
+    #expect(access(leftover, F_OK) != 0)
+    let kept: [String] = [live, otherName, orphan]
+    #expect(kept.allSatisfy { access($0, F_OK) == 0 })
+    #expect(access(output, F_OK) == 0)
+  }
 }

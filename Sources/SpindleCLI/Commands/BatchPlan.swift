@@ -16,9 +16,9 @@ struct BatchPlan {
   /// What the plan decided for one input, in sorted input order.
   enum Decision {
     case process(BatchItem)
-    /// `existingOutput`: the input's output, when it is refused only because that file exists. Temporary files of
-    /// its name are still this run's to remove: a run killed between linking a finished output into place and
-    /// removing the temporary name leaves both.
+    /// `existingOutput`: the input's output, when it is refused only because that file exists. A temporary file of
+    /// its name that is the same file (a hard link) is still this run's to remove: a run killed between linking a
+    /// finished output into place and removing the temporary name leaves both.
     case reject(path: String, reason: String, existingOutput: String? = nil)
   }
 

@@ -204,13 +204,15 @@ struct TiltShiftCommand: ParsableCommand {
       }
     }
     // Temporary files a killed earlier run left for these outputs go now (never those of other names: another
-    // shard may be writing into the same folder). That includes outputs refused because they exist: a run killed
-    // between linking its finished output into place and removing the temporary name leaves both.
-    let finishedEarlier = mine.compactMap { decision -> String? in
-      if case .reject(_, _, let output?) = decision { return output }
-      return nil
-    }
-    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output) + finishedEarlier)
+    // shard may be writing into the same folder). Of an output refused because it exists, only a temporary that is
+    // that same file goes: a run killed between linking its finished output into place and removing the temporary
+    // name leaves both; a temporary that is another file may be a live `--overwrite` run's.
+    ImageFile.removeTemporaryFiles(forDestinations: items.map(\.output))
+    ImageFile.removeTemporaryFiles(
+      sameFileAs: mine.compactMap { decision -> String? in
+        if case .reject(_, _, let output?) = decision { return output }
+        return nil
+      })
 
     let traceOutputs = TraceOutputs(
       trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])

@@ -199,25 +199,57 @@ public enum ImageFile {
   /// ```
   @discardableResult
   public static func removeTemporaryFiles(forDestinations paths: [String]) -> Int {
-    var namesByFolder: [String: Set<String>] = [:]
+    var removed = 0
+    forEachTemporary(ofDestinations: paths) { candidate, _ in
+      if unlink(candidate) == 0 { removed += 1 }
+    }
+    return removed
+  }
+
+  /// Removes the temporary files of the existing files `paths` that are the same file as their destination (a
+  /// hard link to it), and returns how many were removed.
+  ///
+  /// Without `replacingExisting`, ``writeAtomically(_:to:replacingExisting:)`` links the finished temporary file
+  /// into place and then removes the temporary name; a process killed between the two leaves both names on one
+  /// file. A later run that keeps the existing output (it refuses to replace it) clears that name with this call.
+  /// A temporary that is a different file is left alone: it may be a live writer's, such as another process
+  /// replacing that destination, whose write would fail if its temporary file vanished.
+  ///
+  /// ```swift
+  /// ImageFile.removeTemporaryFiles(sameFileAs: ["out/a-tiltshift.jpg"])  // a's leftover link, nothing else
+  /// ```
+  @discardableResult
+  public static func removeTemporaryFiles(sameFileAs paths: [String]) -> Int {
+    var removed = 0
+    forEachTemporary(ofDestinations: paths) { candidate, destination in
+      var output = stat()
+      var temporary = stat()
+      guard lstat(destination, &output) == 0, lstat(candidate, &temporary) == 0 else { return }
+      guard output.st_dev == temporary.st_dev, output.st_ino == temporary.st_ino else { return }
+      if unlink(candidate) == 0 { removed += 1 }
+    }
+    return removed
+  }
+
+  /// Calls `body(temporary, destination)` for every temporary file (`.NAME` + marker + 8 hex digits) beside one of
+  /// `paths`, listing each folder once.
+  private static func forEachTemporary(ofDestinations paths: [String], _ body: (String, String) -> Void) {
+    var destinationsByFolder: [String: [String: String]] = [:]
     for path in paths {
       let (folder, name) = split(path)
-      if !name.isEmpty { namesByFolder[folder, default: []].insert(name) }
+      if !name.isEmpty { destinationsByFolder[folder, default: [:]][name] = path }
     }
-    var removed = 0
-    for (folder, names) in namesByFolder {
+    for (folder, destinations) in destinationsByFolder {
       for candidate in temporaryFiles(in: folder) {
-        // `.NAME` + marker + 8 hex digits, where NAME is one of the destinations.
         let file = candidate.dropFirst(folder.count)
         let suffix = file.suffix(8)
         let head = file.dropLast(8)
         guard suffix.count == 8, suffix.allSatisfy(\.isHexDigit), head.hasSuffix(temporaryMarker) else { continue }
         let name = head.dropFirst().dropLast(temporaryMarker.count)
-        guard names.contains(String(name)) else { continue }
-        if unlink(candidate) == 0 { removed += 1 }
+        guard let destination = destinations[String(name)] else { continue }
+        body(candidate, destination)
       }
     }
-    return removed
   }
 
   /// Removes the temporary files this process is writing at this moment and returns how many.
