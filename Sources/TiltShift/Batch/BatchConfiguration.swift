@@ -35,8 +35,8 @@ public struct BatchConfiguration: Sendable {
   /// The most memory, in bytes, the files in flight may take by their estimate (nil: no limit but
   /// ``maxImagesInMemory``). A file is admitted when its estimate, from its header, fits in what is left: for an
   /// 8-bit file, which the filter streams in place, `9/8 × decoded size + the filter's ring + 2 × file size`;
-  /// for a 16-bit file, or one that the filter does not stream (see `TiltShiftPlan.streams`), `3 × decoded size + 2 × file size`. One whose estimate is
-  /// over the whole budget is refused with
+  /// for a 16-bit file, or one that the filter does not stream (see `TiltShiftPlan.streams`),
+  /// `3 × decoded size + 2 × file size`. One whose estimate is over the whole budget is refused with
   /// ``ImageError/Kind/exceedsMemoryBudget(width:height:bytes:budget:)`` before its pixels are read.
   ///
   /// The 8-bit pixel buffers of finished files are kept for the next files to decode and filter into (no fresh

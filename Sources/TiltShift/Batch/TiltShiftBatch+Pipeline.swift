@@ -35,7 +35,8 @@ extension TiltShiftBatch {
     let buffers = buffers
     // 8-bit pixels only: a 16-bit filter holds three buffers at its peak, which the budget's estimate fills.
     // (An 8-bit file holds one: the decoded pixels, which the filter overwrites with its output, streaming through
-    // a ring of rows; when streaming would not save memory, a scratch buffer, which goes back when the filter returns.)
+    // a ring of rows; when streaming would not save memory, also a scratch buffer, which goes back when the filter
+    // returns.)
     @Sendable func pooled(_ image: Image) -> PooledImage {
       PooledImage(image, returningTo: image.bitDepth == 8 ? buffers : nil)
     }

@@ -35,11 +35,12 @@ public final class TiltShiftBatch: Sendable {
   /// ``BatchConfiguration/bandsPerImage``).
   let filterBands: FilterBands
   /// The pixel buffers of finished stages, for the next files' decodes and filters (closed when the batch ends).
-  /// It holds at most two buffers per image in memory (an 8-bit file holds one, its pixels, which the filter
-  /// overwrites, and two only when streaming would not save memory (a box over about 1,000 pixels, or a small image under a
-  /// wide box) and the filter takes a scratch buffer; so with
-  /// images of one size no more buffers exist at once than the files in flight needed) and a third of the memory budget; what it holds counts against the budget, and is
-  /// trimmed to fit before each file is admitted (see ``BatchConfiguration/memoryBudget``).
+  /// It holds at most two buffers per image in memory and a third of the memory budget. An 8-bit file holds one
+  /// buffer, its pixels, which the filter overwrites; it holds two only when streaming would not save memory (a
+  /// box over about 1,000 pixels, or a small image under a wide box) and the filter takes a scratch buffer. So
+  /// with images of one size no more buffers exist at once than the files in flight needed. What the pool holds
+  /// counts against the budget and is trimmed to fit before each file is admitted (see
+  /// ``BatchConfiguration/memoryBudget``).
   let buffers: PixelBufferPool
 
   struct State {
