@@ -22,7 +22,9 @@ let package = Package(
     // C shims over the system image libraries (error managers that return instead of exit()).
     .target(name: "CJPEG", linkerSettings: [.linkedLibrary("jpeg")]),
     .target(name: "CPNG", linkerSettings: [.linkedLibrary("png16")]),
-    .target(name: "TiltShift", dependencies: ["Spindle", "CJPEG", "CPNG"], swiftSettings: strict),
+    // The filter's innermost loops, compiled for the baseline and for AVX2, picked at run time.
+    .target(name: "CFilterKernels"),
+    .target(name: "TiltShift", dependencies: ["Spindle", "CJPEG", "CPNG", "CFilterKernels"], swiftSettings: strict),
     // A self-pipe signal handler: the CLI's Ctrl-C and Ctrl-\ reach it whichever thread the kernel picks.
     .target(name: "CSignals"),
     // Benchmark suites: not a product; only `spindle bench` (SpindleCLI's BenchCommand) imports them.

@@ -204,7 +204,8 @@ struct TiltShiftBenchmark {
     }
     report.notes.append(
       "radius \(parameters.radius) (box width \(parameters.boxWidth)), band \(parameters.clearBand), JPEG quality "
-        + "\(quality); \(ProcessInfo.processInfo.activeProcessorCount) cores; photos made procedurally")
+        + "\(quality); \(ProcessInfo.processInfo.activeProcessorCount) cores; photos made procedurally; filter kernels: "
+        + "\(FilterKernelVariant.current)")
     report.notes.append(
       "contenders run interleaved (one run of each in turn) so load changes hit all alike; cpu = median CPU "
         + "seconds per run (user + system, children's for external tools), steadier than wall time on a busy machine; "

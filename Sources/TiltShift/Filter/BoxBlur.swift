@@ -1,3 +1,5 @@
+import CFilterKernels
+
 /// A box average of odd width with edge extension, in exact integer arithmetic.
 ///
 /// Every pass rounds to 8 bits: `average(sum) = (sum + radius) / width` (round half up), computed with
@@ -196,15 +198,9 @@ struct BoxKernel {
       for j in 0..<count { sums[j] &+= UInt16(row[j]) }
     }
     for y in rows {
-      let output = destination + y * rowBytes
-      let entering = source + min(y + radius + 1, last) * rowBytes
-      let leaving = source + max(y - radius, 0) * rowBytes
-      for j in 0..<count {
-        let sum = sums[j]
-        let high = UInt16(truncatingIfNeeded: (UInt32(sum &+ rounding) &* multiplier) &>> 16)
-        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
-        sums[j] = sum &+ UInt16(entering[j]) &- UInt16(leaving[j])
-      }
+      spindle_slide_row_u16(
+        sums, destination + y * rowBytes, source + min(y + radius + 1, last) * rowBytes,
+        source + max(y - radius, 0) * rowBytes, count, rounding, UInt16(truncatingIfNeeded: multiplier), shift)
     }
   }
 }
@@ -438,17 +434,11 @@ extension BoxKernel {
     leaving: UnsafePointer<UInt8>, count: Int
   ) {
     if let narrow {
-      let sums = sums.assumingMemoryBound(to: UInt16.self)
-      let rounding = UInt16(radius)
-      // 16 × 16 → high 16 bits: one `pmulhuw` per 8 lanes (a 32-bit multiplier costs six instructions).
-      let multiplier = UInt16(truncatingIfNeeded: narrow.multiplier)
-      let shift = narrow.shift
-      for j in 0..<count {
-        let sum = sums[j]
-        let high = UInt16(truncatingIfNeeded: (UInt32(sum &+ rounding) &* UInt32(multiplier)) &>> 16)
-        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
-        sums[j] = sum &+ UInt16(entering[j]) &- UInt16(leaving[j])
-      }
+      // 16 × 16 → high 16 bits: one `pmulhuw` per 8 lanes, or `vpmulhuw` per 16 where the processor has AVX2 (a
+      // 32-bit multiplier costs six instructions). In C, compiled for both (see CFilterKernels).
+      spindle_slide_row_u16(
+        sums.assumingMemoryBound(to: UInt16.self), output, entering, leaving, count, UInt16(radius),
+        UInt16(truncatingIfNeeded: narrow.multiplier), narrow.shift)
     } else {
       let sums = sums.assumingMemoryBound(to: UInt32.self)
       for j in 0..<count {
@@ -463,14 +453,9 @@ extension BoxKernel {
   @inline(__always)
   func averageRow(_ sums: UnsafeMutableRawPointer, into output: UnsafeMutablePointer<UInt8>, count: Int) {
     if let narrow {
-      let sums = sums.assumingMemoryBound(to: UInt16.self)
-      let rounding = UInt16(radius)
-      let multiplier = UInt16(truncatingIfNeeded: narrow.multiplier)
-      let shift = narrow.shift
-      for j in 0..<count {
-        let high = UInt16(truncatingIfNeeded: (UInt32(sums[j] &+ rounding) &* UInt32(multiplier)) &>> 16)
-        output[j] = UInt8(truncatingIfNeeded: high &>> shift)
-      }
+      spindle_average_row_u16(
+        sums.assumingMemoryBound(to: UInt16.self), output, count, UInt16(radius),
+        UInt16(truncatingIfNeeded: narrow.multiplier), narrow.shift)
     } else {
       let sums = sums.assumingMemoryBound(to: UInt32.self)
       for j in 0..<count { output[j] = average(sums[j]) }
