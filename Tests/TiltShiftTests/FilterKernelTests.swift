@@ -63,7 +63,8 @@ struct FilterKernelTests {
         var blended = target
         kernels.blend_row(&blended, blurred, count, weight)
         #expect(
-          blended == (0..<count).map { TiltShiftPlan.mix(UInt16(target[$0]), 255 - weight, UInt16(blurred[$0]), weight) },
+          blended
+            == (0..<count).map { TiltShiftPlan.mix(UInt16(target[$0]), 255 - weight, UInt16(blurred[$0]), weight) },
           "\(variant) blend, weight \(weight), \(count) bytes")
         var weighted = target
         kernels.blend_weighted(&weighted, blurred, weights, count)
