@@ -13,7 +13,8 @@ import Spindle
 /// fused, one walk down each column strip through rings of rows; the horizontal
 /// passes run through the same vectorised cascade on transposed slabs of rows. In place, the horizontal passes
 /// run only a few slabs ahead of the vertical walks, into a ring of rows that stays in the cache. Rows whose mask weight is 0
-/// (the middle of the clear band) are never blurred. The bands run concurrently; `bands: 1` runs on the
+/// (the middle of the clear band) are never blurred. The running sums' inner loop and the blend use AVX2 where the
+/// processor has it (the same bytes as the baseline loops). The bands run concurrently; `bands: 1` runs on the
 /// calling thread only. The call blocks until done.
 ///
 /// ```swift
