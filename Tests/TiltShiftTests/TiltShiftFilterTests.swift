@@ -139,6 +139,22 @@ struct TiltShiftFilterTests {
     }
   }
 
+  @Test func colourUnderWideBoxesTakesNarrowSlabsAndMatchesTheReference() throws {
+    // Box width 601: cascade strips of 128 bytes, narrower than 64 rows of colour pixels, so colour slabs take 32
+    // rows (gray ones keep 64); the output must not depend on it.
+    let parameters = try TiltShiftParameters(radius: 300, clearBand: 0.2...0.5, innerIntensity: 0.7)
+    let kernel = BoxKernel(width: parameters.boxWidth)
+    #expect(TiltShiftPlan.slabRows(channels: 3, kernel: kernel) == 32)
+    #expect(TiltShiftPlan.slabRows(channels: 4, kernel: kernel) == 32)
+    #expect(TiltShiftPlan.slabRows(channels: 1, kernel: kernel) == 64)
+    #expect(TiltShiftPlan.slabRows(channels: 3, kernel: BoxKernel(width: 35)) == 64)
+    for (width, height, layout) in [(23, 70, Image.Layout.rgb), (17, 45, .rgba), (20, 66, .gray)] {
+      let image = TestImages.noise(width: width, height: height, layout: layout, seed: 9)
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: 2)
+      #expect(output.pixels == referenceTiltShift(image, parameters), "\(width)x\(height) \(layout)")
+    }
+  }
+
   @Test func veryWideBoxesMatchTheReference() throws {
     // Box width 1129: rings so long that strips are narrower than a transposed slab, so the horizontal
     // passes go row by row (one channel keeps the slab path); both must agree with the reference.

@@ -21,7 +21,7 @@ extension TiltShiftPlan {
 
   /// ``canStream`` for an image of `channels` channels and a box `kernel`.
   static func canStream(channels: Int, kernel: BoxKernel) -> Bool {
-    VerticalCascade.stripBytes(for: kernel) >= channels * slabRows(channels: channels)
+    VerticalCascade.stripBytes(for: kernel) >= channels * slabRows(channels: channels, kernel: kernel)
   }
 
   /// Whether the in-place filter streams an image of `width` × `height` pixels with `bands` bands: it can, and
@@ -55,7 +55,7 @@ extension TiltShiftPlan {
     let strips = (rowBytes + stripBytes - 1) / stripBytes
     let slots = VerticalCascade.slots(for: kernel)
     let cascade = { (strip: Int) in 2 * slots * strip + 3 * strip * MemoryLayout<UInt32>.stride }
-    let slabBytes = channels * slabRows(channels: channels)
+    let slabBytes = channels * slabRows(channels: channels, kernel: kernel)
     let slabber = width * slabBytes + 16 * slabBytes + cascade(slabBytes)
     // Each strip's cascade is as wide as the strip, rounded up to 64 bytes.
     let ring = (min(height, ringRows(kernel: kernel)) + 1) * rowBytes
@@ -70,7 +70,7 @@ extension TiltShiftPlan {
     let runs = verticalRuns
     guard !runs.isEmpty else { return }
     let radius = kernel.radius
-    let lanes = Self.slabRows(channels: channels)
+    let lanes = Self.slabRows(channels: channels, kernel: kernel)
     let ringRows = min(height, Self.ringRows(kernel: kernel, chunkRows: chunkRows))
     let ring = UnsafeMutablePointer<UInt8>.allocate(capacity: ringRows * rowBytes)
     // One output row: each strip writes its own columns (64-byte multiples: no shared cache lines) and blends them.
@@ -172,7 +172,7 @@ struct HorizontalSlabs {
   let slabBytes: Int
 
   init(_ plan: TiltShiftPlan) {
-    let lanes = TiltShiftPlan.slabRows(channels: plan.channels)
+    let lanes = TiltShiftPlan.slabRows(channels: plan.channels, kernel: plan.kernel)
     width = plan.width
     slabBytes = plan.channels * lanes
     cascade = VerticalCascade(kernel: plan.kernel, rowBytes: slabBytes, height: plan.width, stripBytes: slabBytes)
