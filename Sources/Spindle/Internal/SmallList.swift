@@ -32,6 +32,16 @@ struct SmallList<Element> {
     return element
   }
 
+  /// Empties the list, handing each element in order to `body`: the first one moves out (no retain or release), the
+  /// others are passed from the overflow array, which is then released.
+  mutating func removeAll(_ body: (consuming Element) throws -> Void) rethrows {
+    guard let first = first.take() else { return }
+    let rest = rest.take()
+    try body(first)
+    guard let rest else { return }
+    for element in rest { try body(element) }
+  }
+
   /// Calls `body` with each element in order, without copying the list.
   @inline(__always)
   func forEachElement(_ body: (Element) throws -> Void) rethrows {

@@ -239,7 +239,7 @@ public class AnyWork: @unchecked Sendable {
       task?.cancel()
       for handler in handlers { handler() }
     case .completed(let completed):
-      completed.engine?.retire(self, completed: completed)
+      completed.retire(self)
     }
   }
 
@@ -426,7 +426,7 @@ public class AnyWork: @unchecked Sendable {
     case nil:
       break
     case .completed(let completed):
-      completed.engine?.retire(self, completed: completed, releasingSlot: true)
+      completed.retire(self, releasingSlot: true)
     case .retry(let engine, let wait):
       if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
       engine.retryLater(self, after: wait, releasingSlot: true)
@@ -749,6 +749,13 @@ enum Termination: Sendable {
 
 /// What a completed item hands to the engine: whom to notify and what to run, outside any lock.
 struct Completed {
+  /// Retires `item`, which this value completed, on the engine that ran it (nothing, if it had none). The engine
+  /// moves out of the value and the value into the engine's retirement: nothing is copied.
+  consuming func retire(_ item: AnyWork, releasingSlot: Bool = false) {
+    guard let engine = engine.take() else { return }
+    engine.retire(item, completed: self, releasingSlot: releasingSlot)
+  }
+
   var termination: Termination
   /// The engine that ran (or would have run) the work; the item no longer holds it.
   var engine: WorkEngine?

@@ -82,9 +82,9 @@ extension WorkEngine {
       // release of each reference in them).
       let execution = item.execute(on: self)
       switch consume execution {
-      case .completed(let completed):
+      case .completed(var completed):
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess
-        step = completeOnWorker(item, completed)
+        step = completeOnWorker(item, &completed)
         if mayHandBack {
           // Moved, not copied, into an optional that `handBack` can empty.
           var finished: AnyWork? = consume item

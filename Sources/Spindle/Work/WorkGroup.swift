@@ -145,7 +145,7 @@ extension AnyWork {
       }
     }
     cancelMembers()
-    if let completed { completed.engine?.retire(self, completed: completed) }
+    if let completed { completed.retire(self) }
   }
 
   /// Cancels the members of a group handle.
