@@ -327,7 +327,8 @@ public class AnyWork: @unchecked Sendable {
     }
     lock.unlock()
     // Only an `async` body's task needs the queue's priority.
-    switch run(body, trace: trace, priority: isAsync ? owner.taskPriority : nil, key: owner.workKey) {
+    // `consume`: the body moves into the call (without it, the closure was retained for the call and released after).
+    switch run(consume body, trace: trace, priority: isAsync ? owner.taskPriority : nil, key: owner.workKey) {
     case .detached:
       return .detached
     case .ended(let termination):

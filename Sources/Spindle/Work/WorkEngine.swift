@@ -101,8 +101,11 @@ final class WorkEngine: @unchecked Sendable {
       return
     }
     state.withLock { $0.register(work) }
-    if let first, !wire(work, to: first) { return }
-    for dependency in dependencies where !wire(work, to: dependency) { return }
+    // Unretained: the caller holds the dependencies for the whole call. Passed as they were (`if let first`, `for
+    // dependency in`), each was retained and released around `wire`, on a line of memory that the worker running
+    // the dependency writes at the same time (`swiftc -emit-sil` shows the pair; on a live chain, every item).
+    if let first = first.map({ Unmanaged.passUnretained($0) }), !wire(work, to: first) { return }
+    for index in dependencies.indices where !wire(work, to: Unmanaged.passUnretained(dependencies[index])) { return }
     if case .waiting = work.dependencyResolved(on: self) { return }
     makeReady(work)
   }
@@ -110,8 +113,8 @@ final class WorkEngine: @unchecked Sendable {
   /// Makes `work` a dependent of `dependency`, or counts the dependency as resolved if it already ended; returns
   /// false if it ended in a way that ends `work` too (failed or cancelled, for work that does not accept that),
   /// which is then retired without running.
-  private func wire(_ work: AnyWork, to dependency: AnyWork) -> Bool {
-    guard let termination = dependency.addDependent(work) else { return true }
+  private func wire(_ work: AnyWork, to dependency: Unmanaged<AnyWork>) -> Bool {
+    guard let termination = dependency._withUnsafeGuaranteedRef({ $0.addDependent(work) }) else { return true }
     if termination.isSuccess || work.acceptsFailedDependencies {
       _ = work.remaining.subtract(1, ordering: .acquiringAndReleasing)
     } else if let completed = work.completeWithoutRunning(termination) {
