@@ -55,8 +55,12 @@ public class AnyWork: @unchecked Sendable {
   // exclusivity checks on them (`swift_beginAccess` on every access, a few per cent of an empty item's cost under
   // `perf`) would only repeat what those locks guarantee, so they are off; ThreadSanitizer still checks them.
 
-  // lock. The engine that runs the work; released when the work completes, so finished work keeps no queue alive.
-  @exclusivity(unchecked) var engine: WorkEngine?
+  // lock. The engine that runs the work; cleared when the work completes, so finished work keeps no queue alive.
+  // Unretained: an engine keeps itself alive while it has unfinished work (`EngineState.keepAlive`), and work is
+  // unfinished from its admission (before which its creator holds the queue) until its engine retires it, after
+  // this field was cleared. A strong reference here was a retain by the adding thread and a release by the worker
+  // on every item, both on the engine's first line of memory, which every adding thread reads.
+  @exclusivity(unchecked) var engine: Unmanaged<WorkEngine>?
   // lock (taken out, and so released, when the body starts or the work ends without running)
   @exclusivity(unchecked) var body: ErasedBody?
   // lock
@@ -111,7 +115,7 @@ public class AnyWork: @unchecked Sendable {
   // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
   // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
   init(
-    engine: consuming WorkEngine,
+    engine: WorkEngine,
     name: consuming String?,
     priority: WorkPriority,
     dependencyCount: Int,
@@ -122,7 +126,7 @@ public class AnyWork: @unchecked Sendable {
   ) {
     if case .async = body { isAsync = true } else { isAsync = false }
     self.queueName = engine.name
-    self.engine = consume engine
+    self.engine = Unmanaged.passUnretained(engine)
     self.dependencyList = consume dependencies
     self.extras = consume extras
     self.body = consume body
@@ -271,7 +275,7 @@ public class AnyWork: @unchecked Sendable {
   }
 
   private func reprioritize(_ newValue: WorkPriority) {
-    guard let engine = lock.withLock({ phase.isStarted ? nil : engine }) else { return }
+    guard let engine = lock.withLock({ phase.isStarted ? nil : engine?.takeUnretainedValue() }) else { return }
     engine.state.withLock { state in
       let old = rawPriority.load(ordering: .relaxed)
       guard old != newValue.rawValue else { return }
@@ -283,7 +287,7 @@ public class AnyWork: @unchecked Sendable {
 
   /// The engine while the work is unfinished.
   final var currentEngine: WorkEngine? {
-    lock.withLock { engine }
+    lock.withLock { engine?.takeUnretainedValue() }
   }
 
   // MARK: - Running
@@ -306,7 +310,7 @@ public class AnyWork: @unchecked Sendable {
       lock.unlock()
       return .skipped
     }
-    assert(owner === engine, "Spindle: work started by an engine that is not its own")
+    assert(owner === engine?.takeUnretainedValue(), "Spindle: work started by an engine that is not its own")
     phase = .running
     startedAt = Platform.coarseUptimeNanoseconds
     let trace = owner.trace
@@ -481,7 +485,7 @@ public class AnyWork: @unchecked Sendable {
         self?.timeOut(attempt: attempt)
       }
     }
-    let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.taskPriority }
+    let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.takeUnretainedValue().taskPriority }
     switch run(body, trace: trace, priority: priority, key: threadWorkKey) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
@@ -530,7 +534,7 @@ public class AnyWork: @unchecked Sendable {
       )
     }
     if retryable, !cancelRequested, let retry = extras.options.retry, extras.attempts < retry.maxAttempts,
-      let engine, let retryBody = extras.retryBody
+      let engine = engine?.takeUnretainedValue(), let retryBody = extras.retryBody
     {
       let wait = retry.wait(after: extras.attempts)
       extras.attempts += 1
@@ -648,7 +652,8 @@ public class AnyWork: @unchecked Sendable {
       phase = .ready
       swap(&done, &dependencyList)
       guard let engine else { return .waiting }
-      return engine === local ? .local : .elsewhere(engine)
+      if let local, engine.toOpaque() == Unmanaged.passUnretained(local).toOpaque() { return .local }
+      return .elsewhere(engine.takeUnretainedValue())
     }
     // The dependencies (and whatever their release frees) go here, outside the item's lock.
     return resolution
@@ -750,16 +755,18 @@ enum Termination: Sendable {
 
 /// What a completed item hands to the engine: whom to notify and what to run, outside any lock.
 struct Completed {
-  /// Retires `item`, which this value completed, on the engine that ran it (nothing, if it had none). The engine
-  /// moves out of the value and the value into the engine's retirement: nothing is copied.
+  /// Retires `item`, which this value completed, on the engine that ran it (nothing, if it had none); the value
+  /// moves into the engine's retirement. The engine is held for the call: the retirement may end its unfinished
+  /// work, and with it the reference it keeps to itself.
   consuming func retire(_ item: AnyWork, releasingSlot: Bool = false) {
-    guard let engine = engine.take() else { return }
+    guard let engine = engine.take()?.takeUnretainedValue() else { return }
     engine.retire(item, completed: self, releasingSlot: releasingSlot)
   }
 
   var termination: Termination
-  /// The engine that ran (or would have run) the work; the item no longer holds it.
-  var engine: WorkEngine?
+  /// The engine that ran (or would have run) the work; the item no longer refers to it. Unretained, as the item's
+  /// was: the work is unfinished (its engine alive) until the engine retires it with this value.
+  var engine: Unmanaged<WorkEngine>?
   var dependents: SmallList<AnyWork>
   var handlers: SmallList<@Sendable () -> Void>
   /// The body of work that completed without running, released with this value outside the lock.

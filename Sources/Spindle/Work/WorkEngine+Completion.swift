@@ -30,9 +30,13 @@ extension WorkEngine {
     var ready = SmallList<AnyWork>()
     // Nil on the common path: no lists to destroy (a release call each) when nothing rare happened.
     var rare: RareRetirement? = nil
+    // The engine's reference to itself when this was its last unfinished item; released after everything below (the
+    // caller holds the engine for the call in any case).
+    var lastReference: WorkEngine? = nil
+    defer { withExtendedLifetime(lastReference) {} }
     propagate(&completed, ready: &ready, rare: &rare)
     let (next, starts, waiters) = state.withLock { state in
-      let waiters = state.unregister(item, rare: &rare)
+      let waiters = state.unregister(item, rare: &rare, lastReference: &lastReference)
       // Moved into the ready queue, not copied: no reference to a dependent is left here while a worker runs it.
       while let dependent = ready.popFirst() {
         let priority = dependent.priority.rawValue

@@ -91,7 +91,7 @@ final class WorkEngine: @unchecked Sendable {
       let ready: Bool
       if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
       let starts = state.withLock { state in
-        state.register(work)
+        state.register(work, on: self)
         guard ready else { return SmallList<AnyWork>() }
         let starts = state.scheduler.makeReady(work, priority: work.priority.rawValue)
         publishHints(state)
@@ -100,7 +100,7 @@ final class WorkEngine: @unchecked Sendable {
       start(consume starts)
       return
     }
-    state.withLock { $0.register(work) }
+    state.withLock { $0.register(work, on: self) }
     // Unretained: the caller holds the dependencies for the whole call. Passed as they were (`if let first`, `for
     // dependency in`), each was retained and released around `wire`, on a line of memory that the worker running
     // the dependency writes at the same time (`swiftc -emit-sil` shows the pair; on a live chain, every item).
@@ -321,6 +321,9 @@ struct EngineState {
   var observers = QueueObservers()
   /// Items that got observers of their own (the queue then emits events).
   var itemObservers = 0
+  /// The engine itself while it has unfinished work: items refer to their engine without retaining it (see
+  /// `AnyWork.engine`), so the engine holds itself from the first item of a burst to the retirement of the last.
+  var keepAlive: WorkEngine?
 
   var progress: WorkProgress { WorkProgress(completed: completed, total: added) }
 
@@ -328,10 +331,11 @@ struct EngineState {
     self.scheduler = scheduler
   }
 
-  mutating func register(_ item: AnyWork) {
+  mutating func register(_ item: AnyWork, on engine: WorkEngine) {
     if scheduler.unfinished == 0 {
       added = 0
       completed = 0
+      keepAlive = engine
     }
     added += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
@@ -343,8 +347,11 @@ struct EngineState {
   }
 
   /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
-  /// followers of a barrier that completed in `rare.released`.
-  mutating func unregister(_ item: AnyWork, rare: inout RareRetirement?) -> [Waiter] {
+  /// followers of a barrier that completed in `rare.released`. When it was the last, the engine's reference to
+  /// itself moves to `lastReference`, for the caller to release outside the lock.
+  mutating func unregister(
+    _ item: AnyWork, rare: inout RareRetirement?, lastReference: inout WorkEngine?
+  ) -> [Waiter] {
     completed += 1
     if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
@@ -361,7 +368,9 @@ struct EngineState {
     } else {
       registryHead = next
     }
-    return scheduler.retired()
+    let waiters = scheduler.retired()
+    if scheduler.unfinished == 0 { lastReference = keepAlive.take() }
+    return waiters
   }
 
   func unfinishedItems() -> [AnyWork] {

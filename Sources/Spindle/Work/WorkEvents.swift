@@ -206,7 +206,7 @@ extension AnyWork {
     let owner: WorkEngine? = lock.withLock {
       if extras == nil { extras = WorkExtras(options: WorkOptions()) }
       extras?.observers.append(handler)
-      return engine
+      return engine?.takeUnretainedValue()
     }
     // The queue now looks up observers for each event (it stays so: items are cheap to ask).
     owner?.state.withLock { state in

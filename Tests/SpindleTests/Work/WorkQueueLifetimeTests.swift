@@ -137,6 +137,46 @@ struct WorkQueueLifetimeTests {
     #expect(await eventually { weakQueue == nil })
   }
 
+  /// Items refer to their engine without retaining it; the engine holds itself while it has unfinished work. Drop
+  /// the queue's handle while a body runs and work waits behind it: the engine must live on until that work is
+  /// done (the dependents run, with the right values), and be freed then, even while handles to the finished work
+  /// remain.
+  @Test("the engine lives while its work is unfinished, and no longer")
+  func engineLivesWhileWorkIsUnfinished() async throws {
+    weak var weakEngine: WorkEngine?
+    let gate = Gate()
+    var handles: [Work<Int>] = []
+    do {
+      let queue = WorkQueue(name: "engine lifetime", maxConcurrent: 2)
+      weakEngine = queue.engine
+      let first = queue.add { () -> Int in
+        gate.wait()
+        return 1
+      }
+      var last = first
+      for _ in 0..<50 { last = queue.add(after: last) { $0 + 1 } }
+      let independent = (0..<20).map { index in queue.add { index } }
+      handles = [first, last] + independent
+    }
+    // The handle is gone; the engine is not, and nothing ran past the gate.
+    #expect(weakEngine != nil)
+    #expect(handles[1].result == nil)
+    gate.open()
+    #expect(try await handles[1].value == 51)
+    for (index, work) in handles.dropFirst(2).enumerated() { #expect(try await work.value == index) }
+    // Finished work (whose handles this test still holds) does not keep the engine.
+    #expect(await eventually { weakEngine == nil })
+    #expect(handles[0].state == .finished)
+
+    // A second burst on a live queue: the engine holds itself again, and the queue works as before.
+    let queue = WorkQueue(name: "engine lifetime, two bursts")
+    weakEngine = queue.engine
+    #expect(try await queue.add { 1 }.value == 1)
+    try await queue.allFinished()
+    #expect(try await queue.add { 2 }.value == 2)
+    #expect(weakEngine != nil)
+  }
+
   @Test("cancel and finish race: every item ends exactly once, in a state its inputs allow")
   func cancelFinishRaces() async throws {
     let rounds = Stress.enabled ? 200 : 20
