@@ -3,8 +3,10 @@ import Synchronization
 
 /// The core of a ``WorkQueue``: its scheduler, its workers and its unfinished items.
 ///
-/// Work items hold the engine (not the public `WorkQueue`) while they are unfinished, so a queue handle can go
-/// away while its work runs, and a suspended queue whose last handle is gone can cancel what it still holds.
+/// The engine (not the public `WorkQueue`) lives while it has unfinished work: it holds itself from the first item of
+/// a burst to the retirement of the last (`EngineState.keepAlive`), and its items refer to it unretained. So a queue
+/// handle can go away while its work runs, and a suspended queue whose last handle is gone can cancel what it still
+/// holds.
 ///
 /// Locking: `state` (the scheduler, the registry of unfinished items) is one lock per queue; each item has its
 /// own small lock (see ``AnyWork``). The engine never holds its lock while taking an item's lock or running
