@@ -485,7 +485,8 @@ public class AnyWork: @unchecked Sendable {
         self?.timeOut(attempt: attempt)
       }
     }
-    let priority = extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.takeUnretainedValue().taskPriority }
+    let priority =
+      extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.takeUnretainedValue().taskPriority }
     switch run(body, trace: trace, priority: priority, key: threadWorkKey) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
