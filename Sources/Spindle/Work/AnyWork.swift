@@ -692,7 +692,8 @@ enum Phase {
   case finished
   case failed(any Error)
   case cancelled
-  case cancelledWithReason(WorkCancellationError)
+  // Boxed: inline, its two strings made every phase (and every work item) 24 bytes larger, for a rare case.
+  indirect case cancelledWithReason(WorkCancellationError)
 
   init(_ termination: Termination) {
     switch termination {
