@@ -324,10 +324,9 @@ struct TiltShiftPlan {
     if let rowWeights {
       let weight = UInt16(rowWeights[y])
       if weight != 255 {
-        let keep = 255 - weight
-        for x in columns {
-          target[x] = Self.mix(UInt16(source[x]), keep, UInt16(target[x]), weight)
-        }
+        // `mix` is symmetric in its two weighted samples, so the blurred row in `target` blended with the original
+        // at weight `255 - weight` is this very mix: the same kernel as the in-place blend (CFilterKernels).
+        spindle_blend_row(target + columns.lowerBound, source + columns.lowerBound, columns.count, 255 - weight)
       }
     } else if let columnWeights {
       columnWeights.withUnsafeBufferPointer { weights in
