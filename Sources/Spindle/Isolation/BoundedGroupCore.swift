@@ -1,4 +1,5 @@
 /// A task group that ``BoundedGroupCore`` can drive: `TaskGroup` (never fails) and `ThrowingTaskGroup`.
+@usableFromInline
 protocol BoundableTaskGroup {
   associatedtype ChildResult: Sendable
   associatedtype Failure: Error
@@ -12,14 +13,18 @@ protocol BoundableTaskGroup {
 }
 
 extension TaskGroup: BoundableTaskGroup {
-  typealias Failure = Never
+  @usableFromInline typealias Failure = Never
 
+  @inlinable
   nonisolated(nonsending) mutating func nextChild() async -> ChildTaskResult? { await next() }
+  @inlinable
   nonisolated(nonsending) mutating func waitForAllChildren() async { await waitForAll() }
 }
 
 extension ThrowingTaskGroup: BoundableTaskGroup where Failure == any Error {
+  @inlinable
   nonisolated(nonsending) mutating func nextChild() async throws -> ChildTaskResult? { try await next() }
+  @inlinable
   nonisolated(nonsending) mutating func waitForAllChildren() async throws { try await waitForAll() }
 }
 
@@ -37,16 +42,18 @@ extension ThrowingTaskGroup: BoundableTaskGroup where Failure == any Error {
 /// core.childAdded()
 /// while let result = try await core.next() { use(result) }
 /// ```
+@usableFromInline
 struct BoundedGroupCore<Group: BoundableTaskGroup> {
   /// The underlying task group; add children to it directly.
-  var group: Group
+  @usableFromInline var group: Group
   /// The most children that run at once (at least 1).
-  let maxConcurrent: Int
+  @usableFromInline let maxConcurrent: Int
   /// Children added and not yet read back (running, or finished in the group).
-  private var running = 0
+  @usableFromInline var running = 0
   /// Results collected while making room, not yet returned by ``next()``.
-  private var finished = RingBuffer<Group.ChildResult>()
+  @usableFromInline var finished = RingBuffer<Group.ChildResult>()
 
+  @inlinable
   init(_ group: Group, maxConcurrent: Int) {
     self.group = group
     self.maxConcurrent = maxConcurrent
@@ -55,6 +62,7 @@ struct BoundedGroupCore<Group: BoundableTaskGroup> {
   /// Suspends until fewer than ``maxConcurrent`` children run, keeping the results of those that finished.
   ///
   /// - Throws: The error of a child that failed meanwhile (its slot is free).
+  @inlinable
   nonisolated(nonsending) mutating func makeRoom() async throws(Group.Failure) {
     while running >= maxConcurrent {
       running -= 1
@@ -67,12 +75,15 @@ struct BoundedGroupCore<Group: BoundableTaskGroup> {
   }
 
   /// Records a child just added to ``group``.
+  @inlinable
   mutating func childAdded() { running += 1 }
 
   /// The oldest result collected by ``makeRoom()``, without waiting; nil if none is kept.
+  @inlinable
   mutating func popCollected() -> Group.ChildResult? { finished.popFirst() }
 
   /// The next finished child's result (collected ones first), or nil when no child is left.
+  @inlinable
   nonisolated(nonsending) mutating func next() async throws(Group.Failure) -> Group.ChildResult? {
     if let result = finished.popFirst() { return result }
     guard running > 0 else { return nil }
@@ -81,6 +92,7 @@ struct BoundedGroupCore<Group: BoundableTaskGroup> {
   }
 
   /// Waits for every child, discarding results.
+  @inlinable
   nonisolated(nonsending) mutating func waitForAll() async throws(Group.Failure) {
     finished.removeAllKeepingCapacity()
     running = 0
@@ -88,5 +100,6 @@ struct BoundedGroupCore<Group: BoundableTaskGroup> {
   }
 
   /// Whether no child runs and no result is unread.
+  @inlinable
   var isEmpty: Bool { finished.isEmpty && group.isEmpty }
 }

@@ -4,16 +4,19 @@
 /// ``addTask(priority:operation:)`` waits for a running child to finish and keeps its result for
 /// ``next()``, so no result is lost and results arrive in completion order, as with `TaskGroup`.
 public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
-  private var core: BoundedGroupCore<TaskGroup<ChildTaskResult>>
+  @usableFromInline var core: BoundedGroupCore<TaskGroup<ChildTaskResult>>
 
   /// The most child tasks that run at once.
+  @inlinable
   public var maxConcurrent: Int { core.maxConcurrent }
 
+  @inlinable
   init(_ group: TaskGroup<ChildTaskResult>, maxConcurrent: Int) {
     core = BoundedGroupCore(group, maxConcurrent: maxConcurrent)
   }
 
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
+  @inlinable
   nonisolated(nonsending) public mutating func addTask(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
@@ -26,6 +29,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Adds a child task unless the group is cancelled, first suspending until a slot is free.
   ///
   /// - Returns: `false` if the group was cancelled and no task was added.
+  @inlinable
   nonisolated(nonsending) public mutating func addTaskUnlessCancelled(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async -> ChildTaskResult
@@ -37,22 +41,27 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   }
 
   /// The next finished child's result (in completion order), or `nil` when no child is left.
+  @inlinable
   nonisolated(nonsending) public mutating func next() async -> ChildTaskResult? {
     await core.next()
   }
 
   /// Waits for every child, discarding results.
+  @inlinable
   nonisolated(nonsending) public mutating func waitForAll() async {
     await core.waitForAll()
   }
 
   /// Whether the group has no running child and no unread result.
+  @inlinable
   public var isEmpty: Bool { core.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
+  @inlinable
   public func cancelAll() { core.group.cancelAll() }
 
   /// Whether the group was cancelled.
+  @inlinable
   public var isCancelled: Bool { core.group.isCancelled }
 }
 
@@ -72,6 +81,7 @@ public struct BoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
 /// ```
 ///
 /// - Precondition: `maxConcurrent >= 1`; otherwise the program stops with a message naming the value.
+@inlinable
 public func withBoundedTaskGroup<ChildTaskResult: Sendable, GroupResult>(
   maxConcurrent: Int,
   of childTaskResultType: ChildTaskResult.Type = ChildTaskResult.self,

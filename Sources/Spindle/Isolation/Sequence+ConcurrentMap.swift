@@ -11,6 +11,7 @@ extension Sequence where Element: Sendable {
   /// ```
   ///
   /// - Precondition: `maxConcurrent >= 1`; otherwise the program stops with a message naming the value.
+  @inlinable
   nonisolated(nonsending) public func concurrentMap<T: Sendable>(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,
@@ -36,6 +37,7 @@ extension Sequence where Element: Sendable {
   /// Transforms every element in child tasks, at most `maxConcurrent` at once, keeping non-`nil` results in input order.
   ///
   /// Errors and cancellation behave as in ``concurrentMap(maxConcurrent:priority:_:)``.
+  @inlinable
   nonisolated(nonsending) public func concurrentCompactMap<T: Sendable>(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,
@@ -47,6 +49,7 @@ extension Sequence where Element: Sendable {
   /// Runs `body` for every element in child tasks, at most `maxConcurrent` at once.
   ///
   /// Errors and cancellation behave as in ``concurrentMap(maxConcurrent:priority:_:)``.
+  @inlinable
   nonisolated(nonsending) public func concurrentForEach(
     maxConcurrent: Int,
     priority: TaskPriority? = nil,

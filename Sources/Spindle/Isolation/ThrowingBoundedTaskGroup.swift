@@ -5,11 +5,13 @@
 /// rethrows its error at once instead of starting more work, so the first failure ends the loop that
 /// feeds the group. Results of children that succeeded are kept for ``next()``.
 public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
-  private var core: BoundedGroupCore<ThrowingTaskGroup<ChildTaskResult, any Error>>
+  @usableFromInline var core: BoundedGroupCore<ThrowingTaskGroup<ChildTaskResult, any Error>>
 
   /// The most child tasks that run at once.
+  @inlinable
   public var maxConcurrent: Int { core.maxConcurrent }
 
+  @inlinable
   init(_ group: ThrowingTaskGroup<ChildTaskResult, any Error>, maxConcurrent: Int) {
     core = BoundedGroupCore(group, maxConcurrent: maxConcurrent)
   }
@@ -17,6 +19,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// Adds a child task, first suspending until fewer than ``maxConcurrent`` children run.
   ///
   /// - Throws: The error of a child that failed while this call waited for a free slot.
+  @inlinable
   nonisolated(nonsending) public mutating func addTask(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
@@ -30,6 +33,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   ///
   /// - Returns: `false` if the group was cancelled and no task was added.
   /// - Throws: The error of a child that failed while this call waited for a free slot.
+  @inlinable
   nonisolated(nonsending) public mutating func addTaskUnlessCancelled(
     priority: TaskPriority? = nil,
     operation: sending @escaping @isolated(any) () async throws -> ChildTaskResult
@@ -43,6 +47,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// The next finished child's result (in completion order), or `nil` when no child is left.
   ///
   /// - Throws: The error of the next child that failed.
+  @inlinable
   nonisolated(nonsending) public mutating func next() async throws -> ChildTaskResult? {
     try await core.next()
   }
@@ -50,20 +55,25 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
   /// A result collected while an `addTask` call made room, without waiting; nil if none is kept.
   ///
   /// `concurrentMap` reads these between additions, so results do not pile up until the end.
+  @inlinable
   mutating func popCollected() -> ChildTaskResult? { core.popCollected() }
 
   /// Waits for every child, discarding results, and throws the first error a child threw.
+  @inlinable
   nonisolated(nonsending) public mutating func waitForAll() async throws {
     try await core.waitForAll()
   }
 
   /// Whether the group has no running child and no unread result.
+  @inlinable
   public var isEmpty: Bool { core.isEmpty }
 
   /// Cancels every running child; later ``addTaskUnlessCancelled(priority:operation:)`` calls add nothing.
+  @inlinable
   public func cancelAll() { core.group.cancelAll() }
 
   /// Whether the group was cancelled.
+  @inlinable
   public var isCancelled: Bool { core.group.isCancelled }
 }
 
@@ -82,6 +92,7 @@ public struct ThrowingBoundedTaskGroup<ChildTaskResult: Sendable>: ~Copyable {
 /// ```
 ///
 /// - Precondition: `maxConcurrent >= 1`; otherwise the program stops with a message naming the value.
+@inlinable
 public func withThrowingBoundedTaskGroup<ChildTaskResult: Sendable, GroupResult>(
   maxConcurrent: Int,
   of childTaskResultType: ChildTaskResult.Type = ChildTaskResult.self,
