@@ -119,7 +119,8 @@ struct RingBuffer<Element> {
     for offset in 0..<count {
       var index = head + offset
       if index >= storage.count { index -= storage.count }
-      grown.append(storage[index])
+      // Moved, not copied: a copy retained every element here and released it again when the old storage went.
+      grown.append(storage[index].take())
     }
     grown.append(contentsOf: repeatElement(nil, count: capacity - count))
     storage = grown
