@@ -29,7 +29,7 @@ import TiltShift
     #expect(html.contains("timeline-serial.svg") && html.contains("timeline-concurrent.svg"))
     for name in ["timeline-serial.svg", "timeline-concurrent.svg"] {
       let text = try String(contentsOfFile: output.appendingPathComponent(name).path, encoding: .utf8)
-      #expect(text.contains("<svg ") && text.contains("6 items · 2 queues"), "\(name)")
+      #expect(text.contains("<svg ") && text.contains("6 items · 1 queue "), "\(name)")
     }
     // The requested files describe the concurrent run: 2 photos × decode, filter, encode.
     let trace = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: json)))

@@ -102,6 +102,33 @@ import Testing
     }
   }
 
+  /// The batch's decodes, filters and encodes share one queue `jobs` wide: never more bodies at once than jobs, even
+  /// with room for several files in flight (with a queue per stage, a 2-job batch ran a decode, a filter and an
+  /// encode at once).
+  @Test func neverMoreBodiesAtOnceThanJobs() async throws {
+    let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let items = try Self.items(12, in: folder, width: 320, height: 240)
+    for jobs in [1, 2] {
+      let trace = WorkTrace()
+      var configuration = BatchConfiguration(jobs: jobs, bandsPerImage: 1, maxImagesInMemory: 4, replaceExisting: true)
+      configuration.trace = trace
+      let summary = await TiltShiftBatch(items: items, configuration: configuration).run()
+      #expect(summary.progress.succeeded == 12)
+      let bodies = trace.items.filter(\.ran)
+      #expect(bodies.count == 3 * 12)
+      // The most bodies running at one instant: +1 at each start, -1 at each end (ends first at a tie).
+      let edges = bodies.flatMap { [($0.start, 1), ($0.end, -1)] }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }
+      var running = 0
+      var peak = 0
+      for (_, step) in edges {
+        running += step
+        peak = max(peak, running)
+      }
+      #expect(peak == jobs, "jobs \(jobs): \(peak) bodies ran at once")
+    }
+  }
+
   @Test func cancellingLeavesOnlyCompleteOutputsAndReportsTheRest() async throws {
     let folder = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: folder) }

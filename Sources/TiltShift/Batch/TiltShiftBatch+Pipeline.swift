@@ -45,7 +45,7 @@ extension TiltShiftBatch {
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
     // Added under `itemCounts`, so that `workProgress` reads the count and the queues' progress together.
     let (decode, filter, encode) = itemCounts.withLock { counts in
-      let decode = codecQueue.add(name: "decode \(name)") { () throws -> Decoded in
+      let decode = queue.add(name: "decode \(name)") { () throws -> Decoded in
         filterBands.enterCodec()
         defer { filterBands.leave() }
         let clock = ContinuousClock()
@@ -67,7 +67,7 @@ extension TiltShiftBatch {
         if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
         return Decoded(image: pooled(image), format: inputFormat, bytesRead: bytes.count)
       }
-      let filter = filterQueue.add(name: "filter \(name)", priority: .high, after: decode) {
+      let filter = queue.add(name: "filter \(name)", priority: .high, after: decode) {
         (decoded: Decoded) throws -> Decoded in
         try WorkContext.current?.checkCancellation()
         let clock = ContinuousClock()
@@ -84,7 +84,7 @@ extension TiltShiftBatch {
           configuration.filter.apply(consuming: original, bands: bands, scratchFrom: buffers))
         return result
       }
-      let encode = codecQueue.add(name: "encode \(name)", priority: .high, after: filter) {
+      let encode = queue.add(name: "encode \(name)", priority: .high, after: filter) {
         (filtered: Decoded) throws -> Written in
         try WorkContext.current?.checkCancellation()
         filterBands.enterCodec()

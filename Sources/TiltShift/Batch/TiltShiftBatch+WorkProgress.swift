@@ -11,9 +11,9 @@ final class WorkProgressWatcher: Sendable {
   }
 }
 
-/// The batch's own count of what it gave its queues, read together with the queues' progress.
+/// The batch's own count of what it gave its queue, read together with the queue's progress.
 struct ItemCounts {
-  /// Work items added to the codec and filter queues so far.
+  /// Work items added to the batch's queue so far.
   var added = 0
   /// Files that never started (refused by the memory budget, or cancelled first): their items count as done.
   var skippedFiles = 0
@@ -23,13 +23,13 @@ extension TiltShiftBatch {
   /// Work items per file: decode, filter, encode (and write).
   public static let itemsPerFile = 3
 
-  /// How much of the batch's work is done, in work items, read from its queues' `WorkQueue.progress`.
+  /// How much of the batch's work is done, in work items, read from its queue's `WorkQueue.progress`.
   ///
   /// The total is known before the batch starts: ``itemsPerFile`` (decode, filter, encode) per file. Completed
-  /// counts the items the codec and filter queues have completed — finished, failed or cancelled — plus the
+  /// counts the items the batch's queue has completed — finished, failed or cancelled — plus the
   /// three items of each file that never started (one refused by the memory budget, or cancelled before its
   /// turn), so it reaches the total exactly when all the batch's work is over. It never decreases, even though
-  /// each queue's own progress starts again whenever that queue falls idle between files.
+  /// the queue's own progress starts again whenever it falls idle between files.
   ///
   /// ```swift
   /// let p = batch.workProgress
@@ -39,8 +39,8 @@ extension TiltShiftBatch {
     workSnapshot().progress
   }
 
-  /// ``workProgress`` now and after every change of either queue's `WorkQueue.progressUpdates`, as an
-  /// `AsyncStream` that keeps the newest value and ends once the batch has ended and its queues hold none of
+  /// ``workProgress`` now and after every change of the batch's queue's `WorkQueue.progressUpdates`, as an
+  /// `AsyncStream` that keeps the newest value and ends once the batch has ended and its queue holds none of
   /// its work; the last value then has `completed == total`.
   ///
   /// Values never decrease. Ask for the stream before or while the batch runs (one asked for afterwards gives
@@ -61,7 +61,7 @@ extension TiltShiftBatch {
       state.watchers[state.nextWatcher] = watcher
       return state.nextWatcher
     }
-    // The forwarding tasks, or nil once the stream ended (a task made after that is cancelled at once).
+    // The forwarding task, in a list that is nil once the stream ended (a task made after that is cancelled at once).
     let forwarders = Locked<[Task<Void, Never>]?>([])
     continuation.onTermination = { [self] _ in
       let tasks = forwarders.withLock { tasks in
@@ -71,28 +71,25 @@ extension TiltShiftBatch {
       for task in tasks { task.cancel() }
       _ = state.withLock { $0.watchers.removeValue(forKey: id) }
     }
-    for queue in [codecQueue, filterQueue] {
-      let task = Task { [self] in
-        for await _ in queue.progressUpdates { publish(to: watcher) }
-      }
-      let kept = forwarders.withLock { tasks in
-        tasks?.append(task)
-        return tasks != nil
-      }
-      if !kept { task.cancel() }
+    let task = Task { [self] in
+      for await _ in queue.progressUpdates { publish(to: watcher) }
     }
+    let kept = forwarders.withLock { tasks in
+      tasks?.append(task)
+      return tasks != nil
+    }
+    if !kept { task.cancel() }
     publish(to: watcher)
     return stream
   }
 
-  /// The batch's progress in items, and how many of its items the queues still hold, read in one step.
+  /// The batch's progress in items, and how many of its items the queue still holds, read in one step.
   func workSnapshot() -> (progress: WorkProgress, outstanding: Int) {
     itemCounts.withLock { counts in
-      // Adds happen under this lock, so `added` and the queues' counts agree. Each queue's progress is for its
+      // Adds happen under this lock, so `added` and the queue's counts agree. The queue's progress is for its
       // current burst only, but what is still outstanding (total - completed) does not depend on bursts.
-      var progress = codecQueue.progress
-      let filter = filterQueue.progress
-      let outstanding = progress.total - progress.completed + filter.total - filter.completed
+      var progress = queue.progress
+      let outstanding = progress.total - progress.completed
       progress.total = Self.itemsPerFile * items.count
       progress.completed = counts.added - outstanding + Self.itemsPerFile * counts.skippedFiles
       return (progress, outstanding)

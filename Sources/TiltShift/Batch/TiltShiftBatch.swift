@@ -4,8 +4,9 @@ import Synchronization
 
 /// Runs the tilt-shift pipeline — decode → filter → encode and write — over many files on Spindle's `WorkQueue`.
 ///
-/// Each file is three `Work` items with dependencies: decoding and encoding share a codec queue, filtering
-/// has a queue of its own, both `jobs` wide. At most ``BatchConfiguration/maxImagesInMemory`` files are past
+/// Each file is three `Work` items with dependencies, all on one queue `jobs` wide, so the batch never runs more
+/// decodes, filters and encodes at once than it has jobs (cores, by default); the filter and the encode go before
+/// the next decode (a higher priority), so the files in flight finish first. At most ``BatchConfiguration/maxImagesInMemory`` files are past
 /// decoding and not yet written at any time: the next file's work is only added when one completes, so memory
 /// stays bounded whatever the batch size. A file's failure (unreadable, corrupt, too large, not writable) is
 /// recorded in its report and never stops the others. ``cancel()`` stops starting files, cancels pending
@@ -24,8 +25,12 @@ public final class TiltShiftBatch: Sendable {
   /// How the batch runs.
   public let configuration: BatchConfiguration
 
-  let codecQueue: WorkQueue
-  let filterQueue: WorkQueue
+  /// Runs every decode, filter and encode of the batch.
+  ///
+  /// One queue, not one per stage: with a codec queue and a filter queue each `jobs` wide, a two-core batch ran
+  /// three or four bodies at once for much of the time, and each body took longer than its share (`spindle demo`,
+  /// eight interleaved runs on a 2-core host: a median speed-up of 1.69× with two queues, 1.88× with one).
+  let queue: WorkQueue
   /// Serialises the bookkeeping: starting files, recording reports, calling `onFileFinished`.
   let bookkeeping = DispatchQueue(label: "tiltshift.batch")
   let state: TSanVisibleMutex<State>
@@ -69,8 +74,7 @@ public final class TiltShiftBatch: Sendable {
   public init(items: [BatchItem], configuration: BatchConfiguration = BatchConfiguration()) {
     self.items = items
     self.configuration = configuration
-    codecQueue = WorkQueue(name: "tiltshift.codec", maxConcurrent: configuration.jobs, trace: configuration.trace)
-    filterQueue = WorkQueue(name: "tiltshift.filter", maxConcurrent: configuration.jobs, trace: configuration.trace)
+    queue = WorkQueue(name: "tiltshift", maxConcurrent: configuration.jobs, trace: configuration.trace)
     filterBands = FilterBands(most: configuration.bandsPerImage)
     buffers = PixelBufferPool(
       maxBuffers: 2 * configuration.maxImagesInMemory, maxBytes: (configuration.memoryBudget ?? Int.max) / 3)
@@ -89,8 +93,7 @@ public final class TiltShiftBatch: Sendable {
       return state.cancelled
     }
     guard !wasCancelled else { return }
-    codecQueue.cancelAll()
-    filterQueue.cancelAll()
+    queue.cancelAll()
     // Files not yet started are reported as cancelled now, not when the running ones end.
     bookkeeping.async { [self] in startMore() }
   }
