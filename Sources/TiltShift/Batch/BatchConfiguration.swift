@@ -16,7 +16,7 @@ public struct BatchConfiguration: Sendable {
   public var outputFormat: ImageFormat?
   /// JPEG quality, 1...100.
   public var jpegQuality: Int
-  /// Decodes, filters and encodes run at once, together (the width of the batch's one work queue).
+  /// How many decodes, filters and encodes run at once, all stages together (the width of the batch's work queue).
   public var jobs: Int
   /// Bands each image's filter is split into at most (1 = the filter runs on one thread): a filter that starts
   /// while other decodes, filters or encodes of the batch run gets its share, `bandsPerImage / bodies running`

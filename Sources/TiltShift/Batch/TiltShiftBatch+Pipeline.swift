@@ -43,7 +43,7 @@ extension TiltShiftBatch {
     let timings = TSanVisibleMutex(StageTimings())
     let warnings = TSanVisibleMutex([String]())
     let name = item.input.split(separator: "/").last.map(String.init) ?? item.input
-    // Added under `itemCounts`, so that `workProgress` reads the count and the queues' progress together.
+    // Added under `itemCounts`, so that `workProgress` reads the count and the queue's progress together.
     let (decode, filter, encode) = itemCounts.withLock { counts in
       let decode = queue.add(name: "decode \(name)") { () throws -> Decoded in
         filterBands.enterCodec()

@@ -61,22 +61,23 @@ extension TiltShiftBatch {
       state.watchers[state.nextWatcher] = watcher
       return state.nextWatcher
     }
-    // The forwarding task, in a list that is nil once the stream ended (a task made after that is cancelled at once).
-    let forwarders = Locked<[Task<Void, Never>]?>([])
+    // The task that forwards the queue's updates, and whether the stream ended (a task made after that is cancelled
+    // at once).
+    let forwarder = Locked<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
     continuation.onTermination = { [self] _ in
-      let tasks = forwarders.withLock { tasks in
-        defer { tasks = nil }
-        return tasks ?? []
+      let task = forwarder.withLock { forwarder in
+        forwarder.ended = true
+        return forwarder.task
       }
-      for task in tasks { task.cancel() }
+      task?.cancel()
       _ = state.withLock { $0.watchers.removeValue(forKey: id) }
     }
     let task = Task { [self] in
       for await _ in queue.progressUpdates { publish(to: watcher) }
     }
-    let kept = forwarders.withLock { tasks in
-      tasks?.append(task)
-      return tasks != nil
+    let kept = forwarder.withLock { forwarder in
+      forwarder.task = task
+      return !forwarder.ended
     }
     if !kept { task.cancel() }
     publish(to: watcher)
