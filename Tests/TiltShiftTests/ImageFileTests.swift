@@ -1,3 +1,4 @@
+import Dispatch
 import SpindleTestSupport
 import Testing
 
@@ -125,5 +126,44 @@ struct ImageFileTests {
     let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
     try ImageFile.writeAtomically(bytes, to: folder.path + "/big.bin")
     #expect(try ImageFile.read(folder.path + "/big.bin") == bytes)
+  }
+
+  /// A pipe has no size to read up front: `read` takes it in growing pieces (1 byte, 64 KiB, then doubling) until
+  /// end-of-file, and must give back every byte in order.
+  @Test func readsAPipeThatHasNoSizeWhole() throws {
+    let folder = try TemporaryFolder()
+    let path = folder.path + "/pipe.jpg"
+    #expect(mkfifo(path, 0o600) == 0)
+    let bytes = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+    let written = DispatchSemaphore(value: 0)
+    DispatchQueue.global().async {
+      let fd = open(path, O_WRONLY)
+      if fd >= 0 {
+        bytes.withUnsafeBytes { raw in
+          var offset = 0
+          while offset < raw.count {
+            let n = write(fd, raw.baseAddress! + offset, Swift.min(4096, raw.count - offset))
+            if n <= 0 { break }
+            offset += n
+          }
+        }
+        close(fd)
+      }
+      written.signal()
+    }
+    let read = try ImageFile.read(path)
+    written.wait()
+    #expect(read.count == bytes.count)
+    #expect(read == bytes)
+  }
+
+  @Test func appendingZerosKeepsWhatWasThereAndAddsExactlyThatManyZeros() {
+    for (start, added) in [(0, 0), (3, 1), (5, 65_536), (7, 65_537), (1, 200_001)] {
+      var bytes = [UInt8](repeating: 0xA5, count: start)
+      bytes.appendZeros(added)
+      #expect(bytes.count == start + added)
+      #expect(bytes.prefix(start).allSatisfy { $0 == 0xA5 })
+      #expect(bytes.dropFirst(start).allSatisfy { $0 == 0 })
+    }
   }
 }

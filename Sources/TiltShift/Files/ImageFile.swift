@@ -50,26 +50,27 @@ public enum ImageFile {
     if Int(info.st_size) > maxBytes { throw tooLarge(Int(info.st_size)) }
     var bytes: [UInt8] = []
     var failure: Int32 = 0
-    // One read sized from fstat, plus one byte to see end-of-file; files that grow (or pipes) loop on.
+    // One read sized from fstat, plus one byte to see end-of-file; files that grow (or pipes) loop on. Each read
+    // fills a fresh array's uninitialised storage: no zero-filling first (which `append(contentsOf:
+    // repeatElement(0, …))` did element by element in a debug build, 7 s per 8 MB, 31 s under ThreadSanitizer).
     var chunk = min(max(Int(info.st_size), 0), maxBytes) + 1
     while true {
-      let start = bytes.count
-      var got = 0
-      bytes.append(contentsOf: repeatElement(0, count: chunk))
-      bytes.withUnsafeMutableBufferPointer { buffer in
+      let piece = [UInt8](unsafeUninitializedCapacity: chunk) { buffer, initialized in
+        var got = 0
         while got < chunk {
-          let n = systemRead(fd, buffer.baseAddress! + start + got, chunk - got)
+          let n = systemRead(fd, buffer.baseAddress! + got, chunk - got)
           if n < 0 {
             if errno == EINTR { continue }
             failure = errno
-            return
+            break
           }
-          if n == 0 { return }
+          if n == 0 { break }
           got += n
         }
+        initialized = got
       }
-      bytes.removeLast(chunk - got)
-      if got < chunk || failure != 0 { break }
+      if bytes.isEmpty { bytes = piece } else { bytes.append(contentsOf: piece) }
+      if piece.count < chunk || failure != 0 { break }
       if bytes.count > maxBytes { throw tooLarge(bytes.count) }
       chunk = max(65536, bytes.count)
     }

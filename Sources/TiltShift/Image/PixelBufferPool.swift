@@ -70,7 +70,7 @@ package final class PixelBufferPool: Sendable {
     if found.count > count {
       found.removeLast(found.count - count)
     } else if found.count < count {
-      found.append(contentsOf: repeatElement(0, count: count - found.count))
+      found.appendZeros(count - found.count)
     }
     return found
   }
@@ -161,5 +161,25 @@ package final class PooledImage: Sendable {
     // Moved out, then handed over: when this scope ends the pool holds the only reference to the pixels (unless
     // the image escaped, in which case the next writer copies: see the pool's notes).
     if let image = stored.withLock({ $0.take() }) { pool?.giveBack(image.intoPixels()) }
+  }
+}
+
+extension [UInt8] {
+  /// Appends `count` zero bytes, copied from a zeroed block on the stack 64 KiB at a time: fast in every build
+  /// (`append(contentsOf: repeatElement(0, count: n))` runs element by element through generic code in a debug build,
+  /// 7 s for 8 MB, 31 s under ThreadSanitizer; this takes milliseconds).
+  mutating func appendZeros(_ count: Int) {
+    guard count > 0 else { return }
+    reserveCapacity(self.count + count)
+    let block = Swift.min(count, 65536)
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: block) { zeros in
+      zeros.initialize(repeating: 0)
+      var left = count
+      while left > 0 {
+        let step = Swift.min(left, block)
+        append(contentsOf: UnsafeBufferPointer(rebasing: zeros[..<step]))
+        left -= step
+      }
+    }
   }
 }

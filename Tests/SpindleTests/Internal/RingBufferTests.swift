@@ -1,3 +1,4 @@
+import SpindleTestSupport
 import Testing
 
 @testable import Spindle
@@ -39,7 +40,8 @@ import Testing
   }
 }
 
-@Suite struct TicketedRingBufferTests {
+/// Off the cooperative pool: the model-based test computes for seconds under ThreadSanitizer.
+@Suite(.offThePool) struct TicketedRingBufferTests {
   @Test func removalByTicketLeavesTheRestInOrder() {
     var line = TicketedRingBuffer<Int>()
     let tickets = (0..<10).map { line.append($0) }

@@ -23,11 +23,12 @@ struct CancellationMomentTests {
     var work: Work<Int>
   }
 
-  /// Polls `condition` every 20 µs until it holds or `seconds` pass; returns whether it held.
+  /// Polls `condition` every 20 µs until it holds or `seconds` pass (by default 60 s, stretched under sanitizers as
+  /// every hang bound is); returns whether it held.
   ///
   /// Sleeps between polls instead of spinning: on two shared cores a spinning waiter slows down the very threads
   /// it waits for.
-  static func spin(seconds: Double = 60, _ condition: () -> Bool) -> Bool {
+  static func spin(seconds: Double = Reliability.seconds(60, full: 600), _ condition: () -> Bool) -> Bool {
     let deadline = DispatchTime.now() + seconds
     while !condition() {
       if DispatchTime.now() > deadline { return false }

@@ -1,9 +1,11 @@
+import SpindleTestSupport
 import Testing
 
 @testable import Spindle
 
-/// The scheduler state machine, driven synchronously with no threads.
-@Suite("WorkScheduler")
+/// The scheduler state machine, driven synchronously with no threads (off the cooperative pool: 40 model-based
+/// cases compute for seconds under ThreadSanitizer, and async bodies of other suites need the pool meanwhile).
+@Suite("WorkScheduler", .offThePool)
 struct WorkSchedulerTests {
   typealias Scheduler = WorkScheduler<Int, Int>
 
