@@ -95,10 +95,10 @@ import Testing
     for (index, (load, square, plusOne)) in chains.enumerated() {
       #expect(load.isFinished && square.isFinished && plusOne.isFinished)
       if load.isCancelled || square.isCancelled || plusOne.isCancelled {
-        // Whatever was cancelled, the end of the chain never carries a stale or partial value.
-        if plusOne.output != nil {
-          #expect(!load.isCancelled && !square.isCancelled && plusOne.output == index * index + 1)
-        }
+        // Whatever was cancelled, the end of the chain never carries a stale or partial value. (Whether a cancelled
+        // link fed the next one depends on timing: a `cancel()` that began while `load` was finishing can mark it
+        // cancelled after `square` read its value; DependencyPageTests checks the no-feed rule deterministically.)
+        if let output = plusOne.output { #expect(output == index * index + 1) }
       } else {
         #expect(plusOne.output == index * index + 1)
       }

@@ -83,6 +83,9 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
   @exclusivity(unchecked) var inlineTermination: Termination?
+  // Set once, by the adding thread, before the work goes on its engine's incoming list: whether it was ready when
+  // added (the engine queues it when it takes the list; see `WorkEngine.withState`).
+  @exclusivity(unchecked) var admittedReady = false
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
   @exclusivity(unchecked) var isBarrier = false
   // Set once before the work is visible to other threads: the work's deinit only frees memory (its value type is
@@ -107,6 +110,9 @@ public class AnyWork: @unchecked Sendable {
   // `registryNext`, or the engine's `registryHead`) for as long as it is in the registry, and it leaves the registry
   // (under that lock) only after it updated this field of its successor. Unmanaged, so that following it costs no
   // retain and release.
+  // Before the work enters the registry, the link of the engine's incoming list (`WorkEngine.admit`): written by
+  // the adding thread before the compare-exchange that publishes the work, read under the engine's lock by the
+  // thread whose exchange took the list.
   // Reused, once the work has left the registry, as the link of the engine's hand-back list (`WorkEngine.handBack`):
   // written by the one worker that holds the only reference, before the releasing compare-exchange that publishes
   // the work; read by the thread whose acquiring exchange took the list.
@@ -276,7 +282,7 @@ public class AnyWork: @unchecked Sendable {
 
   private func reprioritize(_ newValue: WorkPriority) {
     guard let engine = lock.withLock({ phase.isStarted ? nil : engine?.takeUnretainedValue() }) else { return }
-    engine.state.withLock { state in
+    engine.withState { state in
       let old = rawPriority.load(ordering: .relaxed)
       guard old != newValue.rawValue else { return }
       let wasReady = state.scheduler.removeReady(priority: old) { $0 === self }

@@ -35,7 +35,7 @@ extension WorkEngine {
     var lastReference: WorkEngine? = nil
     defer { withExtendedLifetime(lastReference) {} }
     propagate(&completed, ready: &ready, rare: &rare)
-    let (next, starts, waiters) = state.withLock { state in
+    let (next, starts, waiters) = withState { state in
       let waiters = state.unregister(item, rare: &rare, lastReference: &lastReference)
       // Moved into the ready queue, not copied: no reference to a dependent is left here while a worker runs it.
       while let dependent = ready.popFirst() {
@@ -45,7 +45,6 @@ extension WorkEngine {
       let next = decide(&state)
       let starts = state.scheduler.takeStarts()
       if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
-      publishHints(state)
       return (next, starts, waiters)
     }
     finishRetiring(item, starts: consume starts, completed: completed, waiters: waiters, rare: rare)

@@ -41,9 +41,8 @@ extension WorkEngine {
         preconditionFailure("Spindle: an async body cannot end before its task starts")
       case .skipped, .parked:
         // Cancelled while it waited: the slot goes to the next ready item.
-        let next: AnyWork? = state.withLock { state in
+        let next: AnyWork? = withState { state in
           let next = state.scheduler.detachedBodyEnded()
-          publishHints(state)
           return next
         }
         guard let next else { return }
@@ -91,15 +90,13 @@ extension WorkEngine {
           handBack(&finished)
         }
       case .skipped, .parked:
-        step = state.withLock { state in
+        step = withState { state in
           let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
-          publishHints(state)
           return step
         }
       case .retry(let wait):
-        step = state.withLock { state in
+        step = withState { state in
           let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
-          publishHints(state)
           return step
         }
         retryLater(item, after: wait, releasingSlot: false)
@@ -121,9 +118,8 @@ extension WorkEngine {
   /// on the slot its `async` or callback body held.
   func retryLater(_ item: AnyWork, after wait: Duration, releasingSlot: Bool) {
     if releasingSlot {
-      let next: AnyWork? = state.withLock { state in
+      let next: AnyWork? = withState { state in
         let next = state.scheduler.detachedBodyEnded()
-        publishHints(state)
         return next
       }
       if let next { startHolding(consume next) }
@@ -145,13 +141,12 @@ extension WorkEngine {
   /// Watches the ready count for a moment; returns the next item, or `nil` when the slot was given back.
   private func linger() -> AnyWork? {
     for spin in 0..<Self.lingerSpins {
-      if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) { break }
+      if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) || hasIncoming { break }
       if spin >= 16 { Platform.yieldThread() }
     }
-    let (step, starts) = state.withLock { state in
+    let (step, starts) = withState { state in
       let step = state.scheduler.lingerEnded()
       let starts = state.scheduler.takeStarts()
-      publishHints(state)
       return (step, starts)
     }
     start(consume starts)

@@ -8,11 +8,13 @@ import Synchronization
 /// handle can go away while its work runs, and a suspended queue whose last handle is gone can cancel what it still
 /// holds.
 ///
-/// Locking: `state` (the scheduler, the registry of unfinished items) is one lock per queue; each item has its
-/// own small lock (see ``AnyWork``). The engine never holds its lock while taking an item's lock or running
-/// user code, except `register`/`unregister`, which only touch the registry links.
-// @unchecked Sendable: `state` is a lock box; `readyHint` and `pausedHint` are atomics; everything else is
-// immutable.
+/// Locking: `lockedState` (the scheduler, the registry of unfinished items) is one lock per queue, taken only
+/// through ``withState(_:)``; each item has its own small lock (see ``AnyWork``). The engine never holds its lock
+/// while taking an item's lock or running user code, except `register`/`unregister`, which only touch the registry
+/// links. Adding to a busy queue takes no lock: the item goes on the lock-free `incoming` list, which every critical
+/// section registers first (see ``withState(_:)`` for why no ready item can wait there while a slot is free).
+// @unchecked Sendable: `lockedState` is a lock box; `incoming` and the hints are atomics; the debug hook is a lock
+// box; everything else is immutable.
 final class WorkEngine: @unchecked Sendable {
   let name: String
   let qos: DispatchQoS.QoSClass
@@ -26,13 +28,29 @@ final class WorkEngine: @unchecked Sendable {
     let trace: WorkTrace?
   #endif
 
-  let state: Locked<EngineState>
+  private let lockedState: Locked<EngineState>
   /// ``threadWorkKey``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
   let workKey = threadWorkKey
   /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
   let readyHint = Atomic<Int>(0)
   /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
   let pausedHint = Atomic<Bool>(false)
+  /// Items added since the lock was last taken, newest first, linked through `registryPrevious`: admitted without
+  /// the lock, registered (and queued, if ready) by the next thread that takes it (see ``withState(_:)``).
+  private let incoming = Atomic<UnsafeMutableRawPointer?>(nil)
+  /// Whether a slot is free (not paused, fewer slots in use than the width): an adding thread that sees one takes
+  /// the lock so that its ready item starts. Stored sequentially consistent when it changes, and paired with
+  /// `incoming` (see ``withState(_:)``).
+  private let slotFreeHint = Atomic<Bool>(true)
+  /// Whether the engine holds itself (it has unfinished work, `EngineState.keepAlive`): an adding thread that sees
+  /// it does not takes the lock, so that its item is registered and keeps the engine alive.
+  private let aliveHint = Atomic<Bool>(false)
+  #if DEBUG
+    /// Tests only (debug builds): called inside every critical section of ``withState(_:)``, after its body and
+    /// before the hints are published, with the slots in use and the width; a test adds work from there to land in
+    /// the narrowest window of the lock-free add.
+    let criticalSectionHook = Locked<(@Sendable (_ slots: Int, _ width: Int) -> Void)?>(nil)
+  #endif
   /// Whether the queue has observers (events or progress); the hot path reads only this when it has none.
   let isObserved = Atomic<Bool>(false)
   /// Whether a barrier is pending: new items must follow it.
@@ -55,7 +73,8 @@ final class WorkEngine: @unchecked Sendable {
     #else
       self.trace = trace
     #endif
-    self.state = Locked(EngineState(scheduler: WorkScheduler(width: width, priorities: WorkPriority.allCases.count)))
+    self.lockedState = Locked(
+      EngineState(scheduler: WorkScheduler(width: width, priorities: WorkPriority.allCases.count)))
     switch qos {
     case .userInteractive, .userInitiated: taskPriority = .high
     case .utility: taskPriority = .utility
@@ -73,6 +92,128 @@ final class WorkEngine: @unchecked Sendable {
   func publishHints(_ state: borrowing EngineState) {
     readyHint.store(state.scheduler.readyCount, ordering: .relaxed)
     pausedHint.store(state.scheduler.isPaused, ordering: .relaxed)
+    let slotFree = !state.scheduler.isPaused && state.scheduler.slots < state.scheduler.width
+    if slotFreeHint.load(ordering: .relaxed) != slotFree {
+      slotFreeHint.store(slotFree, ordering: .sequentiallyConsistent)
+    }
+    let alive = state.keepAlive != nil
+    if aliveHint.load(ordering: .relaxed) != alive { aliveHint.store(alive, ordering: .sequentiallyConsistent) }
+  }
+
+  /// Runs `body` with the engine's state locked, after registering the items added without the lock.
+  ///
+  /// Adding an item takes no lock when the queue is busy: the item goes on `incoming` (one compare-exchange), and
+  /// the next thread that takes the lock (a worker finishing its item, most often) registers it, and queues it if
+  /// it was ready, before anything else looks at the state. So every decision under the lock sees every item added
+  /// before it, in the order added, and the scheduler's rules (no hidden ready work, global priority order) hold as
+  /// if each add had taken the lock.
+  ///
+  /// An adding thread still takes the lock when its item needs it: when the item is ready and a slot is free (to
+  /// start it), or when the engine does not hold itself (to keep it alive). Those two conditions are published in
+  /// `slotFreeHint` and `aliveHint`; the adder pushes, then reads them, and this method, after publishing them,
+  /// reads `incoming` again (both sides sequentially consistent): so either the adder sees a free slot (or a dead
+  /// engine) and takes the lock, or this thread sees the item and registers it now, starting it if a slot is free.
+  /// Items this method starts itself go to pool workers (an `async` body's worker starts its task).
+  @inline(__always)
+  func withState<Result>(_ body: (inout EngineState) throws -> Result) rethrows -> Result {
+    var extra = SmallList<AnyWork>()
+    let result = try lockedState.withLock { state in try critical(&state, &extra, body) }
+    while let item = extra.popFirst() { startWorker(consume item) }
+    return result
+  }
+
+  /// As ``withState(_:)``, if no other thread holds the lock; `nil` (and `body` not run) if one does.
+  @inline(__always)
+  func withStateIfAvailable<Result>(_ body: (inout EngineState) -> Result) -> Result? {
+    var extra = SmallList<AnyWork>()
+    guard let result = lockedState.withLockIfAvailable({ state in critical(&state, &extra, body) }) else { return nil }
+    while let item = extra.popFirst() { startWorker(consume item) }
+    return result
+  }
+
+  /// The critical section of ``withState(_:)``: takes `incoming`, runs `body`, publishes the hints and looks at
+  /// `incoming` again; items it started go to `extra`, for the caller to hand to workers after unlocking.
+  @inline(__always)
+  private func critical<Result>(
+    _ state: inout EngineState,
+    _ extra: inout SmallList<AnyWork>,
+    _ body: (inout EngineState) throws -> Result
+  ) rethrows -> Result {
+    var queued = absorbIncoming(&state)
+    let result = try body(&state)
+    #if DEBUG
+      if let hook = criticalSectionHook.withLock({ $0 }) { hook(state.scheduler.slots, state.scheduler.width) }
+    #endif
+    while true {
+      if queued {
+        var starts = state.scheduler.takeStarts()
+        while let item = starts.popFirst() { extra.append(consume item) }
+      }
+      publishHints(state)
+      let exposed = slotFreeHint.load(ordering: .relaxed) || !aliveHint.load(ordering: .relaxed)
+      guard exposed, incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
+      queued = absorbIncoming(&state)
+    }
+    return result
+  }
+
+  /// Registers the items on `incoming`, oldest first, and queues those that were ready when added; returns whether
+  /// it queued any. Call with the lock held.
+  @inline(__always)
+  private func absorbIncoming(_ state: inout EngineState) -> Bool {
+    guard incoming.load(ordering: .relaxed) != nil,
+      let taken = incoming.exchange(nil, ordering: .sequentiallyConsistent)
+    else { return false }
+    return absorb(taken, into: &state)
+  }
+
+  @inline(never)
+  private func absorb(_ taken: UnsafeMutableRawPointer, into state: inout EngineState) -> Bool {
+    // Newest first on the list: reversed, so that items register and queue in the order they were added.
+    var oldestFirst: Unmanaged<AnyWork>? = nil
+    var next: Unmanaged<AnyWork>? = Unmanaged.fromOpaque(taken)
+    while let node = next {
+      next = node._withUnsafeGuaranteedRef { item in
+        let after = item.registryPrevious
+        item.registryPrevious = oldestFirst
+        return after
+      }
+      oldestFirst = node
+    }
+    var queued = false
+    while let node = oldestFirst {
+      // The list's reference moves into the registry (`register` consumes it): no retain, no release.
+      let ready = node._withUnsafeGuaranteedRef { item in
+        oldestFirst = item.registryPrevious.take()
+        if item.admittedReady {
+          state.scheduler.push(item, priority: item.priority.rawValue)
+          return true
+        }
+        return false
+      }
+      queued = queued || ready
+      state.register(node.takeRetainedValue(), on: self)
+    }
+    return queued
+  }
+
+  /// Whether items were added since the lock was last taken (lingering workers watch it with the ready count).
+  @inline(__always)
+  var hasIncoming: Bool { incoming.load(ordering: .relaxed) != nil }
+
+  /// Puts a new item on `incoming` (see ``withState(_:)``); the list holds a reference to it.
+  @inline(__always)
+  private func pushIncoming(_ work: AnyWork, ready: Bool) {
+    work.admittedReady = ready
+    let node = Unmanaged.passRetained(work)
+    var head = incoming.load(ordering: .relaxed)
+    while true {
+      node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
+      let (exchanged, original) = incoming.compareExchange(
+        expected: head, desired: node.toOpaque(), ordering: .sequentiallyConsistent)
+      if exchanged { return }
+      head = original
+    }
   }
 
   // MARK: - Adding
@@ -82,7 +223,7 @@ final class WorkEngine: @unchecked Sendable {
     emit(.added, for: work)
     if barrierHint.load(ordering: .relaxed) {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
-      state.withLock { state in
+      withState { state in
         guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return }
         work.remaining.add(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
@@ -92,17 +233,24 @@ final class WorkEngine: @unchecked Sendable {
       // pending → ready (unless delayed); nothing else can see the item yet
       let ready: Bool
       if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
-      let starts = state.withLock { state in
-        state.register(work, on: self)
-        guard ready else { return SmallList<AnyWork>() }
-        let starts = state.scheduler.makeReady(work, priority: work.priority.rawValue)
-        publishHints(state)
-        return starts
+      pushIncoming(work, ready: ready)
+      // Paired with the re-read of `incoming` in `withState` (see there).
+      let needsLock =
+        (ready && slotFreeHint.load(ordering: .sequentiallyConsistent))
+        || !aliveHint.load(ordering: .sequentiallyConsistent)
+      if needsLock {
+        let starts = withState { $0.scheduler.takeStarts() }
+        start(consume starts)
       }
-      start(consume starts)
       return
     }
-    state.withLock { $0.register(work, on: self) }
+    // Registered before it is wired (a dependency that completes makes it ready under the lock, which registers
+    // whatever is on `incoming` first): here, when no other thread holds the lock, so that the adding thread does
+    // it and not the worker running a chain; on `incoming` otherwise.
+    if withStateIfAvailable({ $0.register(work, on: self) }) == nil {
+      pushIncoming(work, ready: false)
+      if !aliveHint.load(ordering: .sequentiallyConsistent) { withState { _ in } }
+    }
     // Unretained: the caller holds the dependencies for the whole call. Passed as they were (`if let first`, `for
     // dependency in`), each was retained and released around `wire`, on a line of memory that the worker running
     // the dependency writes at the same time (`swiftc -emit-sil` shows the pair; on a live chain, every item).
@@ -128,9 +276,8 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Queues `item` (ready) and starts whatever the scheduler says.
   func makeReady(_ item: AnyWork) {
-    let starts = state.withLock { state in
+    let starts = withState { state in
       let starts = state.scheduler.makeReady(item, priority: item.priority.rawValue)
-      publishHints(state)
       return starts
     }
     start(consume starts)
@@ -199,25 +346,22 @@ final class WorkEngine: @unchecked Sendable {
   // MARK: - Control
 
   func suspend() {
-    state.withLock { state in
+    withState { state in
       state.scheduler.suspend()
-      publishHints(state)
     }
   }
 
   func resume() {
-    let starts = state.withLock { state in
+    let starts = withState { state in
       let starts = state.scheduler.resume()
-      publishHints(state)
       return starts
     }
     start(consume starts)
   }
 
   func setWidth(_ width: Int) {
-    let starts = state.withLock { state in
+    let starts = withState { state in
       let starts = state.scheduler.setWidth(width)
-      publishHints(state)
       return starts
     }
     start(consume starts)
@@ -225,9 +369,8 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Cancels every unfinished item: queued ones complete as cancelled, running ones are asked to stop.
   func cancelAll() {
-    let items: [AnyWork] = state.withLock { state in
+    let items: [AnyWork] = withState { state in
       _ = state.scheduler.removeAllReady()
-      publishHints(state)
       return state.unfinishedItems()
     }
     for item in items { item.cancel() }
@@ -238,7 +381,7 @@ final class WorkEngine: @unchecked Sendable {
   /// Blocks until nothing is unfinished.
   func waitUntilAllFinished() {
     let semaphore = DispatchSemaphore(value: 0)
-    let registered = state.withLock { $0.scheduler.addWaiter(.semaphore(semaphore)) }
+    let registered = withState { $0.scheduler.addWaiter(.semaphore(semaphore)) }
     if registered { semaphore.wait() }
   }
 
@@ -248,12 +391,12 @@ final class WorkEngine: @unchecked Sendable {
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in
         waiter.arm(continuation)
-        let registered = state.withLock { $0.scheduler.addWaiter(.continuation(waiter)) }
+        let registered = withState { $0.scheduler.addWaiter(.continuation(waiter)) }
         if !registered { waiter.resume(with: .success(())) }
       }
     } onCancel: {
       if waiter.resume(with: .failure(CancellationError())) {
-        state.withLock { state in
+        withState { state in
           state.scheduler.removeWaiters { if case .continuation(let other) = $0 { other === waiter } else { false } }
         }
       }
@@ -286,7 +429,7 @@ final class WorkEngine: @unchecked Sendable {
     // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
     // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started.
     guard !started || (mayStartAgain && !done) else { return nil }
-    let width: Int? = engine.state.withLock { state in
+    let width: Int? = engine.withState { state in
       let width = state.scheduler.width
       guard state.blockedWaits + 1 < width else { return width }
       state.blockedWaits += 1
@@ -304,7 +447,7 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   func endBlockedWait() {
-    state.withLock { $0.blockedWaits -= 1 }
+    withState { $0.blockedWaits -= 1 }
   }
 }
 
@@ -333,7 +476,7 @@ struct EngineState {
     self.scheduler = scheduler
   }
 
-  mutating func register(_ item: AnyWork, on engine: WorkEngine) {
+  mutating func register(_ item: consuming AnyWork, on engine: WorkEngine) {
     if scheduler.unfinished == 0 {
       added = 0
       completed = 0
@@ -345,7 +488,7 @@ struct EngineState {
     // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
     registryHead?.registryPrevious = Unmanaged.passUnretained(item)
     item.registryNext = registryHead.take()
-    registryHead = item
+    registryHead = consume item
   }
 
   /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the

@@ -155,14 +155,14 @@ extension WorkEngine {
 
   private func emitSlow(_ kind: WorkEvent.Kind, for item: AnyWork) {
     let event = WorkEvent(kind: kind, work: item.name, queue: name, time: .now)
-    let handlers = state.withLock { Array($0.observers.handlers.values) }
+    let handlers = withState { Array($0.observers.handlers.values) }
     for handler in handlers { handler(event) }
     for handler in item.observerList() { handler(event) }
   }
 
   /// Registers a queue observer.
   func observe(_ handler: @escaping @Sendable (WorkEvent) -> Void) -> WorkObservation {
-    let id = state.withLock { state in
+    let id = withState { state in
       let id = state.observers.add(handler)
       isObserved.store(true, ordering: .relaxed)
       return id
@@ -171,7 +171,7 @@ extension WorkEngine {
   }
 
   func removeObserver(_ id: Int) {
-    state.withLock { state in
+    withState { state in
       state.observers.remove(id)
       isObserved.store(!state.observers.isEmpty || state.itemObservers > 0, ordering: .relaxed)
     }
@@ -180,7 +180,7 @@ extension WorkEngine {
   /// A stream of the queue's progress, starting with its progress now.
   func progressUpdates() -> AsyncStream<WorkProgress> {
     let (stream, continuation) = AsyncStream.makeStream(of: WorkProgress.self, bufferingPolicy: .bufferingNewest(1))
-    let id = state.withLock { state in
+    let id = withState { state in
       let id = state.observers.addProgress(continuation)
       continuation.yield(state.progress)
       isObserved.store(true, ordering: .relaxed)
@@ -209,7 +209,7 @@ extension AnyWork {
       return engine?.takeUnretainedValue()
     }
     // The queue now looks up observers for each event (it stays so: items are cheap to ask).
-    owner?.state.withLock { state in
+    owner?.withState { state in
       state.itemObservers += 1
       owner?.isObserved.store(true, ordering: .relaxed)
     }

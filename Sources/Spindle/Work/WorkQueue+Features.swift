@@ -13,14 +13,12 @@ extension WorkQueue {
   /// Batches nest; running bodies go on meanwhile.
   @discardableResult
   public func batch<Result>(_ body: () throws -> Result) rethrows -> Result {
-    engine.state.withLock { state in
+    engine.withState { state in
       state.scheduler.hold()
-      engine.publishHints(state)
     }
     defer {
-      let starts = engine.state.withLock { state in
+      let starts = engine.withState { state in
         let starts = state.scheduler.release()
-        engine.publishHints(state)
         return starts
       }
       engine.start(consume starts)
@@ -50,7 +48,7 @@ extension WorkQueue {
       preconditionFailure(message)
     }
     let type = Work<Void>.self
-    let before = engine.state.withLock { $0.unfinishedItems() }
+    let before = engine.withState { $0.unfinishedItems() }
     let barrier = type.init(
       engine: engine,
       name: name ?? "barrier",
@@ -67,7 +65,7 @@ extension WorkQueue {
       }
     )
     barrier.isBarrier = true
-    engine.state.withLock { state in
+    engine.withState { state in
       state.barriers.append((barrier, []))
       engine.barrierHint.store(true, ordering: .relaxed)
     }
@@ -103,7 +101,7 @@ extension WorkQueue {
 
   /// How much of the current burst of work is done: completed of added, since the queue was last idle.
   public var progress: WorkProgress {
-    engine.state.withLock { $0.progress }
+    engine.withState { $0.progress }
   }
 
   /// The queue's progress now and after every change, as an `AsyncStream` (newest value kept).
@@ -127,7 +125,7 @@ extension WorkQueue: CustomDebugStringConvertible {
   /// //   pending 'render' (normal), waits for 'page'
   /// ```
   public var debugDescription: String {
-    let (items, scheduler) = engine.state.withLock { ($0.unfinishedItems(), $0.scheduler) }
+    let (items, scheduler) = engine.withState { ($0.unfinishedItems(), $0.scheduler) }
     var lines = [
       "WorkQueue '\(name)': width \(scheduler.width), \(scheduler.slots - scheduler.idle) running, "
         + "\(scheduler.readyCount) ready, \(scheduler.unfinished) unfinished"

@@ -77,7 +77,7 @@ public final class WorkQueue: Sendable {
   deinit {
     // Nothing can resume a suspended queue once its last handle is gone: cancel what it holds, so its items,
     // their captures and their awaiters do not wait forever.
-    if engine.state.withLock({ $0.scheduler.isSuspended }) { engine.cancelAll() }
+    if engine.withState({ $0.scheduler.isSuspended }) { engine.cancelAll() }
   }
 
   /// The number of processors currently available, the default width of a queue.
@@ -94,7 +94,7 @@ public final class WorkQueue: Sendable {
   /// queue.maxConcurrent = 1   // drain one at a time from now on
   /// ```
   public var maxConcurrent: Int {
-    get { engine.state.withLock { $0.scheduler.width } }
+    get { engine.withState { $0.scheduler.width } }
     set {
       precondition(
         newValue >= 1,
@@ -120,7 +120,7 @@ public final class WorkQueue: Sendable {
 
   /// Whether the queue is suspended.
   public var isSuspended: Bool {
-    engine.state.withLock { $0.scheduler.isSuspended }
+    engine.withState { $0.scheduler.isSuspended }
   }
 
   /// Cancels every unfinished work item of this queue, as ``AnyWork/cancel()`` does for each.
@@ -160,7 +160,7 @@ public final class WorkQueue: Sendable {
 
   /// The number of work items added and not yet complete (pending, ready or running).
   public var unfinishedCount: Int {
-    engine.state.withLock { $0.scheduler.unfinished }
+    engine.withState { $0.scheduler.unfinished }
   }
 
   /// The number of slots in use: bodies running now (including `async` and callback bodies not yet complete),
@@ -168,12 +168,12 @@ public final class WorkQueue: Sendable {
   /// (unless it was just lowered while bodies ran), never above ``unfinishedCount``, and 0 once every item is
   /// complete.
   public var runningCount: Int {
-    engine.state.withLock { Swift.min($0.scheduler.slots - $0.scheduler.idle, $0.scheduler.unfinished) }
+    engine.withState { Swift.min($0.scheduler.slots - $0.scheduler.idle, $0.scheduler.unfinished) }
   }
 
   /// The number of work items waiting to run: unfinished and not running.
   public var pendingCount: Int {
-    engine.state.withLock { state in
+    engine.withState { state in
       Swift.max(0, state.scheduler.unfinished - (state.scheduler.slots - state.scheduler.idle))
     }
   }

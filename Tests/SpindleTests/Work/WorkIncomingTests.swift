@@ -1,0 +1,192 @@
+import Dispatch
+import SpindleTestSupport
+import Testing
+
+@testable import Spindle
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Adding without the lock (the engine's incoming list): an item added to a busy queue goes on a list that the
+/// next thread taking the lock registers. These tests try to break what that must not change: a ready item
+/// starts when a slot is free, whoever is leaving; the order and priority of what was added; what the queue
+/// counts and cancels; and that the queue lives while it has work, even with no handle left.
+@Suite("WorkQueue engine: adding without the lock", .offThePool)
+struct WorkIncomingTests {
+  /// Spins for a random moment, sometimes yielding, so that an add lands anywhere in a worker's way out (running
+  /// its last item, lingering, giving its slot back, gone).
+  static func wobble(_ random: inout Reliability.Random) {
+    let spins = Int(random.next() % 3_000)
+    for spin in 0..<spins where spin % 64 == 63 { sched_yield() }
+  }
+
+  @Test("a ready item added while one slot of two is held starts at once, however the other worker is leaving")
+  func readyItemFindsTheFreeSlot() {
+    let rounds = Reliability.size(2_000, full: 50_000)
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    let queue = WorkQueue(name: "incoming.free-slot", maxConcurrent: 2)
+    var stuck: [Int] = []
+    for round in 0..<rounds {
+      let hold = DispatchSemaphore(value: 0)
+      let held = DispatchSemaphore(value: 0)
+      let ran = DispatchSemaphore(value: 0)
+      queue.add {
+        held.signal()
+        hold.wait()
+      }
+      held.wait()
+      // The other slot: free, or its worker is running quick items, lingering or leaving when the item comes.
+      for _ in 0..<Int(random.next() % 4) { queue.add {} }
+      Self.wobble(&random)
+      queue.add { ran.signal() }
+      // The holder blocks until the item ran: if the item were left on the list with the other slot free, it
+      // would never run (the timeout only turns that hang into a failure).
+      if ran.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut { stuck.append(round) }
+      hold.signal()
+      if !stuck.isEmpty { break }
+    }
+    #expect(stuck.isEmpty, "seed \(seed): a ready item waited with a slot free in round \(stuck)")
+    queue.waitUntilAllFinished()
+  }
+
+  /// The narrowest race: an add that lands while the worker giving its slot back holds the lock, after it took the
+  /// list and before it publishes the free slot. The adder then reads "no free slot" and leaves its item on the
+  /// list; only the worker's second look at the list, after publishing, starts it. A debug-build hook inside the
+  /// engine's critical section makes the add from another thread exactly there, and waits until it returned.
+  @Test("a ready item added while the leaving worker holds the lock still starts")
+  func readyItemAddedDuringTheLeavingWorkersCriticalSection() {
+    #if DEBUG
+      let queue = WorkQueue(name: "incoming.window", maxConcurrent: 2)
+      defer { queue.engine.criticalSectionHook.withLock { $0 = nil } }
+      let armed = Counter()
+      let ran = DispatchSemaphore(value: 0)
+      let addedInWindow = Counter()
+      queue.engine.criticalSectionHook.withLock {
+        $0 = { slots, width in
+          // Once per round, in the first critical section that ends with a slot free: a worker leaving.
+          guard slots < width, armed.value > 0 else { return }
+          armed.add(-1)
+          let added = DispatchSemaphore(value: 0)
+          DispatchQueue.global().async {
+            queue.add { ran.signal() }
+            added.signal()
+          }
+          // The add must not need this lock: it returns while the leaving worker still holds it.
+          if added.wait(timeout: .now() + 5) == .success { _ = addedInWindow.increment() }
+        }
+      }
+      var stuck: [Int] = []
+      let rounds = 50
+      for round in 0..<rounds {
+        let hold = DispatchSemaphore(value: 0)
+        let held = DispatchSemaphore(value: 0)
+        queue.add {
+          held.signal()
+          hold.wait()
+        }
+        held.wait()
+        armed.add(1)
+        // The other worker runs this, lingers, and gives its slot back: the hook adds in that last critical section.
+        queue.add {}
+        if ran.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut { stuck.append(round) }
+        hold.signal()
+        if !stuck.isEmpty { break }
+      }
+      #expect(stuck.isEmpty, "a ready item waited with a slot free in round \(stuck)")
+      #expect(addedInWindow.value == rounds, "the add needed the lock the leaving worker held")
+      queue.waitUntilAllFinished()
+    #endif
+  }
+
+  @Test("items added to a busy serial queue run in priority order, first in first out within one")
+  func orderAndPriorityOfItemsAddedWithoutTheLock() {
+    let count = Reliability.size(2_000, full: 20_000)
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    let queue = WorkQueue(name: "incoming.order", maxConcurrent: 1)
+    let hold = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    queue.add {
+      held.signal()
+      hold.wait()
+    }
+    held.wait()
+    // The slot is held and the engine alive: every add below goes on the list without the lock.
+    let order = TSanVisibleMutex<[Int]>([])
+    var priorities: [WorkPriority] = []
+    for index in 0..<count {
+      let priority = WorkPriority.allCases[Int(random.next() % UInt64(WorkPriority.allCases.count))]
+      priorities.append(priority)
+      queue.add(priority: priority) { order.withLock { $0.append(index) } }
+    }
+    #expect(queue.unfinishedCount == count + 1)
+    hold.signal()
+    queue.waitUntilAllFinished()
+    let expected = (0..<count).sorted { lhs, rhs in
+      priorities[lhs] != priorities[rhs] ? priorities[lhs] > priorities[rhs] : lhs < rhs
+    }
+    #expect(order.withLock { $0 } == expected, "seed \(seed)")
+  }
+
+  @Test("work added without the lock is counted, listed and cancelled like any other")
+  func countedAndCancelled() {
+    let queue = WorkQueue(name: "incoming.cancel", maxConcurrent: 1)
+    let hold = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    queue.add {
+      held.signal()
+      hold.wait()
+    }
+    held.wait()
+    let ran = Counter()
+    let items = (0..<50).map { index in queue.add(name: "item \(index)") { _ = ran.increment() } }
+    #expect(queue.unfinishedCount == 51)
+    #expect(queue.runningCount == 1)
+    queue.cancelAll()
+    hold.signal()
+    queue.waitUntilAllFinished()
+    #expect(ran.value == 0)
+    #expect(items.allSatisfy { $0.state == .cancelled })
+    #expect(queue.unfinishedCount == 0)
+  }
+
+  @Test("a queue whose handle is gone runs work that waits for another queue, while its last item ends")
+  func workOutlivesItsQueuesHandle() {
+    let rounds = Reliability.size(1_000, full: 20_000)
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    let other = WorkQueue(name: "incoming.other", maxConcurrent: 2)
+    let wrong = TSanVisibleMutex<[String]>([])
+    for round in 0..<rounds {
+      let gate = DispatchSemaphore(value: 0)
+      let dependency = other.add { () -> Int in
+        gate.wait()
+        return round
+      }
+      let done = DispatchSemaphore(value: 0)
+      do {
+        let queue = WorkQueue(name: "incoming.short-lived", maxConcurrent: 1)
+        // Its only other item ends around the add below: the queue stops holding itself at about that moment.
+        let spins = Int(random.next() % 2_000)
+        queue.add { for spin in 0..<spins where spin % 64 == 63 { sched_yield() } }
+        Self.wobble(&random)
+        let dependent = queue.add(after: dependency) { $0 + 1 }
+        dependent.onCompletion(on: DispatchQueue.global()) { result in
+          if (try? result.get()) != round + 1 { wrong.withLock { $0.append("round \(round): \(result)") } }
+          done.signal()
+        }
+      }
+      gate.signal()
+      if done.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut {
+        wrong.withLock { $0.append("round \(round): the dependent never completed") }
+        break
+      }
+    }
+    let problems = wrong.withLock { $0 }
+    #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(5))")
+  }
+}
