@@ -205,11 +205,18 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   private func pushIncoming(_ work: AnyWork, ready: Bool) {
     work.admittedReady = ready
-    let node = Unmanaged.passRetained(work)
-    var head = incoming.load(ordering: .relaxed)
+    Self.push(Unmanaged.passRetained(work), onto: incoming)
+  }
+
+  /// Pushes `node` (the list takes its reference) on a lock-free list of items linked through `registryPrevious`
+  /// (`incoming`, the hand-back list); the link is written before the compare-exchange that publishes it, which
+  /// is sequentially consistent (as `incoming` needs; on x86-64 every compare-exchange is the same instruction).
+  @inline(__always)
+  private static func push(_ node: Unmanaged<AnyWork>, onto list: borrowing Atomic<UnsafeMutableRawPointer?>) {
+    var head = list.load(ordering: .relaxed)
     while true {
       node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
-      let (exchanged, original) = incoming.compareExchange(
+      let (exchanged, original) = list.compareExchange(
         expected: head, desired: node.toOpaque(), ordering: .sequentiallyConsistent)
       if exchanged { return }
       head = original
@@ -315,15 +322,7 @@ final class WorkEngine: @unchecked Sendable {
     // this is the only reference).
     guard let work = item, work.lock.withLock({ work.extras == nil }) else { return }
     // The reference moves out of `item` into the list: no retain here, no release when the caller's variable dies.
-    let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
-    var head = handedBack.load(ordering: .relaxed)
-    while true {
-      node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
-      let (exchanged, original) = handedBack.compareExchange(
-        expected: head, desired: node.toOpaque(), ordering: .releasing)
-      if exchanged { break }
-      head = original
-    }
+    Self.push(Unmanaged.passRetained(item.take().unsafelyUnwrapped), onto: handedBack)
     if handedBackCount.wrappingAdd(1, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
   }
 

@@ -16,6 +16,18 @@ import Testing
 /// counts and cancels; and that the queue lives while it has work, even with no handle left.
 @Suite("WorkQueue engine: adding without the lock", .offThePool)
 struct WorkIncomingTests {
+  /// Adds an item that holds one slot of `queue` until the returned semaphore is signalled; returns once it runs.
+  static func holdASlot(of queue: WorkQueue) -> DispatchSemaphore {
+    let hold = DispatchSemaphore(value: 0)
+    let held = DispatchSemaphore(value: 0)
+    queue.add {
+      held.signal()
+      hold.wait()
+    }
+    held.wait()
+    return hold
+  }
+
   /// Spins for a random moment, sometimes yielding, so that an add lands anywhere in a worker's way out (running
   /// its last item, lingering, giving its slot back, gone).
   static func wobble(_ random: inout Reliability.Random) {
@@ -31,14 +43,8 @@ struct WorkIncomingTests {
     let queue = WorkQueue(name: "incoming.free-slot", maxConcurrent: 2)
     var stuck: [Int] = []
     for round in 0..<rounds {
-      let hold = DispatchSemaphore(value: 0)
-      let held = DispatchSemaphore(value: 0)
       let ran = DispatchSemaphore(value: 0)
-      queue.add {
-        held.signal()
-        hold.wait()
-      }
-      held.wait()
+      let hold = Self.holdASlot(of: queue)
       // The other slot: free, or its worker is running quick items, lingering or leaving when the item comes.
       for _ in 0..<Int(random.next() % 4) { queue.add {} }
       Self.wobble(&random)
@@ -82,13 +88,7 @@ struct WorkIncomingTests {
       var stuck: [Int] = []
       let rounds = 50
       for round in 0..<rounds {
-        let hold = DispatchSemaphore(value: 0)
-        let held = DispatchSemaphore(value: 0)
-        queue.add {
-          held.signal()
-          hold.wait()
-        }
-        held.wait()
+        let hold = Self.holdASlot(of: queue)
         armed.add(1)
         // The other worker runs this, lingers, and gives its slot back: the hook adds in that last critical section.
         queue.add {}
@@ -108,13 +108,7 @@ struct WorkIncomingTests {
     let seed = Reliability.seed()
     var random = Reliability.Random(seed: seed)
     let queue = WorkQueue(name: "incoming.order", maxConcurrent: 1)
-    let hold = DispatchSemaphore(value: 0)
-    let held = DispatchSemaphore(value: 0)
-    queue.add {
-      held.signal()
-      hold.wait()
-    }
-    held.wait()
+    let hold = Self.holdASlot(of: queue)
     // The slot is held and the engine alive: every add below goes on the list without the lock.
     let order = TSanVisibleMutex<[Int]>([])
     var priorities: [WorkPriority] = []
@@ -135,13 +129,7 @@ struct WorkIncomingTests {
   @Test("work added without the lock is counted, listed and cancelled like any other")
   func countedAndCancelled() {
     let queue = WorkQueue(name: "incoming.cancel", maxConcurrent: 1)
-    let hold = DispatchSemaphore(value: 0)
-    let held = DispatchSemaphore(value: 0)
-    queue.add {
-      held.signal()
-      hold.wait()
-    }
-    held.wait()
+    let hold = Self.holdASlot(of: queue)
     let ran = Counter()
     let items = (0..<50).map { index in queue.add(name: "item \(index)") { _ = ran.increment() } }
     #expect(queue.unfinishedCount == 51)
