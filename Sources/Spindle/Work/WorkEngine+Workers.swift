@@ -41,10 +41,7 @@ extension WorkEngine {
         preconditionFailure("Spindle: an async body cannot end before its task starts")
       case .skipped, .parked:
         // Cancelled while it waited: the slot goes to the next ready item.
-        let next: AnyWork? = withState { state in
-          let next = state.scheduler.detachedBodyEnded()
-          return next
-        }
+        let next: AnyWork? = withState { $0.scheduler.detachedBodyEnded() }
         guard let next else { return }
         item = next
       }
@@ -90,15 +87,9 @@ extension WorkEngine {
           handBack(&finished)
         }
       case .skipped, .parked:
-        step = withState { state in
-          let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
-          return step
-        }
+        step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
       case .retry(let wait):
-        step = withState { state in
-          let step = state.scheduler.workerDone(mayLinger: !runsOnMain)
-          return step
-        }
+        step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
         retryLater(item, after: wait, releasingSlot: false)
       case .detached:
         return  // the `async` or callback body holds the slot now
@@ -118,10 +109,7 @@ extension WorkEngine {
   /// on the slot its `async` or callback body held.
   func retryLater(_ item: AnyWork, after wait: Duration, releasingSlot: Bool) {
     if releasingSlot {
-      let next: AnyWork? = withState { state in
-        let next = state.scheduler.detachedBodyEnded()
-        return next
-      }
+      let next: AnyWork? = withState { $0.scheduler.detachedBodyEnded() }
       if let next { startHolding(consume next) }
     }
     Self.makeReady(item, after: wait)

@@ -42,8 +42,8 @@ final class WorkEngine: @unchecked Sendable {
   /// the lock so that its ready item starts. Stored sequentially consistent when it changes, and paired with
   /// `incoming` (see ``withState(_:)``).
   private let slotFreeHint = Atomic<Bool>(true)
-  /// Whether the engine holds itself (it has unfinished work, `EngineState.keepAlive`): an adding thread that sees
-  /// it does not takes the lock, so that its item is registered and keeps the engine alive.
+  /// Whether the engine holds itself (it has unfinished work, `EngineState.keepAlive`): an adding thread that finds
+  /// it false takes the lock, so that its item is registered and keeps the engine alive.
   private let aliveHint = Atomic<Bool>(false)
   #if DEBUG
     /// Tests only (debug builds): called inside every critical section of ``withState(_:)``, after its body and
@@ -89,7 +89,7 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Copies the scheduler's ready count and paused flag for lingering workers. Call with the lock held.
   @inline(__always)
-  func publishHints(_ state: borrowing EngineState) {
+  private func publishHints(_ state: borrowing EngineState) {
     readyHint.store(state.scheduler.readyCount, ordering: .relaxed)
     pausedHint.store(state.scheduler.isPaused, ordering: .relaxed)
     let slotFree = !state.scheduler.isPaused && state.scheduler.slots < state.scheduler.width
@@ -283,10 +283,7 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Queues `item` (ready) and starts whatever the scheduler says.
   func makeReady(_ item: AnyWork) {
-    let starts = withState { state in
-      let starts = state.scheduler.makeReady(item, priority: item.priority.rawValue)
-      return starts
-    }
+    let starts = withState { $0.scheduler.makeReady(item, priority: item.priority.rawValue) }
     start(consume starts)
   }
 
@@ -351,18 +348,12 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   func resume() {
-    let starts = withState { state in
-      let starts = state.scheduler.resume()
-      return starts
-    }
+    let starts = withState { $0.scheduler.resume() }
     start(consume starts)
   }
 
   func setWidth(_ width: Int) {
-    let starts = withState { state in
-      let starts = state.scheduler.setWidth(width)
-      return starts
-    }
+    let starts = withState { $0.scheduler.setWidth(width) }
     start(consume starts)
   }
 

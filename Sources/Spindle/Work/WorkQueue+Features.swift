@@ -13,14 +13,9 @@ extension WorkQueue {
   /// Batches nest; running bodies go on meanwhile.
   @discardableResult
   public func batch<Result>(_ body: () throws -> Result) rethrows -> Result {
-    engine.withState { state in
-      state.scheduler.hold()
-    }
+    engine.withState { $0.scheduler.hold() }
     defer {
-      let starts = engine.withState { state in
-        let starts = state.scheduler.release()
-        return starts
-      }
+      let starts = engine.withState { $0.scheduler.release() }
       engine.start(consume starts)
     }
     return try body()
