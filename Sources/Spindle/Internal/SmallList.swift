@@ -10,13 +10,15 @@ struct SmallList<Element> {
 
   var isEmpty: Bool { first == nil }
 
-  mutating func append(_ element: Element) {
+  /// Appends `element`, which moves into the list (a caller that passes its last use gives up its reference
+  /// instead of the list retaining a copy).
+  mutating func append(_ element: consuming Element) {
     if first == nil {
-      first = element
+      first = consume element
     } else if rest == nil {
-      rest = [element]
+      rest = [consume element]
     } else {
-      rest!.append(element)
+      rest!.append(consume element)
     }
   }
 

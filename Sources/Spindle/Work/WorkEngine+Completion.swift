@@ -110,7 +110,9 @@ extension WorkEngine {
       }
     }
     let success = completed.termination.isSuccess
-    completed.dependents.removeAll { tell($0, success, completed.termination) }
+    // Moved out one by one (`popFirst`, then `consume`): through a closure, each dependent was retained for the call
+    // and released after it (`perf`: 4 % of a chain's samples, the line the adding thread was writing).
+    while let dependent = completed.dependents.popFirst() { tell(consume dependent, success, completed.termination) }
     var index = 0
     while let count = rare?.ended.count, index < count {
       // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running). Only the one
