@@ -120,7 +120,8 @@ public class AnyWork: @unchecked Sendable {
 
   // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
   // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
-  init(
+  // Required: `WorkQueue.makeWork` creates items through a metatype that may be a subclass of `Work` (`WorkAfter`).
+  required init(
     engine: WorkEngine,
     name: consuming String?,
     priority: WorkPriority,

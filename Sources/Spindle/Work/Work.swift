@@ -15,7 +15,8 @@ import Dispatch
 // @unchecked Sendable: `valueWords`, `hasValue`, `syncBody` and `callbackBody` are guarded by `lock` (see AnyWork)
 // or, for the bodies, owned by the one thread that runs or drops them; the running body writes the value once
 // before the work completes under that lock.
-public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
+// Not final: `WorkAfter` keeps the typed body of `add(after:)`; it is the only subclass (the class is not `open`).
+public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // The value of finished work. Guarded by `lock` (written without it only by the running body, before the work
   // completes under the lock); usable from inlinable code so that `runSync` specializes in the caller's module.
   //
@@ -24,17 +25,17 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // deinit, under callgrind); an existential instead costs a dynamic cast at every read. So the value lives in
   // three words of raw storage (a value that does not fit, or needs more alignment, in a heap cell whose address
   // the first word holds), typed by `Value` alone: no lookup, no cast. `Void` is never stored.
-  @exclusivity(unchecked) @usableFromInline var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
+  @exclusivity(unchecked) @usableFromInline final var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
   // Whether `valueWords` holds a value (guarded as `valueWords`).
-  @exclusivity(unchecked) @usableFromInline var hasValue = false
+  @exclusivity(unchecked) @usableFromInline final var hasValue = false
   // The body of plain synchronous work (no condition, delay, timeout, retry or exclusivity), kept typed so that
   // `add` needs no wrapper closure around it: the erased body only calls `runStoredBody`, and captures nothing once
   // `add` is specialized, so each such item costs one allocation fewer (two for the work and the wrapper before,
   // when the body captures nothing). Written before the work is admitted; taken by the one thread that runs the
   // body, or dropped by `dropStoredBody()` when the work ends without running.
-  @exclusivity(unchecked) @usableFromInline var syncBody: (@Sendable () throws -> Value)?
+  @exclusivity(unchecked) @usableFromInline final var syncBody: (@Sendable () throws -> Value)?
   // The same for plain callback work (see `runStoredCallback`).
-  @exclusivity(unchecked) @usableFromInline var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
+  @exclusivity(unchecked) @usableFromInline final var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
 
   deinit {
     if hasValue { Self.destroyValue(in: self) }
@@ -46,7 +47,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// A cancelled item's result is `.failure(CancellationError())`; a failed item's is the error its body (or
   /// the failed dependency that ended it) threw.
-  public var result: Result<Value, any Error>? {
+  public final var result: Result<Value, any Error>? {
     lock.withLock { resultLocked }
   }
 
@@ -59,7 +60,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// ```swift
   /// let page = try await withTimeout(.seconds(1)) { try await fetch.value }   // the fetch keeps running
   /// ```
-  public var value: Value {
+  public final var value: Value {
     get async throws {
       if let result { return try result.get() }
       let waiter = OneShotContinuation<Value>()
@@ -88,7 +89,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// handler (``onCompletion(on:_:)``) or ``WorkQueue/waitUntilAllFinished()`` sees the queue without it.
   @available(*, noasync, message: "use 'try await work.value' in async code")
   @discardableResult
-  public func wait() throws -> Value {
+  public final func wait() throws -> Value {
     if let result { return try result.get() }
     let blocking = try WorkEngine.checkWait(for: self)
     defer { blocking?.endBlockedWait() }
@@ -103,7 +104,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// The handler runs exactly once, also when added after the work completed (it is then dispatched at once).
   /// Its queue has retired the work by then: ``WorkQueue/unfinishedCount`` and ``WorkQueue/progress`` no longer
   /// count it as unfinished, also for a handler added in the instant between the work's end and its retirement.
-  public func onCompletion(
+  public final func onCompletion(
     on queue: DispatchQueue,
     _ handler: @escaping @Sendable (Result<Value, any Error>) -> Void
   ) {
@@ -114,7 +115,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// The handler runs exactly once, also when added after the work completed, and after the work's queue retired
   /// it (as for ``onCompletion(on:_:)``).
-  public func onMainActorCompletion(
+  public final func onMainActorCompletion(
     _ handler: @escaping @MainActor @Sendable (Result<Value, any Error>) -> Void
   ) {
     whenComplete { result in Task { @MainActor in handler(result) } }
@@ -122,7 +123,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   // MARK: - Engine
 
-  private var resultLocked: Result<Value, any Error>? {
+  private final var resultLocked: Result<Value, any Error>? {
     switch phase {
     case .pending, .ready, .running: nil
     case .finished: .success(Self.load(from: self))
@@ -133,13 +134,13 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// Runs `handler` with the outcome once complete: at once, on this thread, if it already is.
-  func whenComplete(_ handler: @escaping @Sendable (Result<Value, any Error>) -> Void) {
+  final func whenComplete(_ handler: @escaping @Sendable (Result<Value, any Error>) -> Void) {
     whenCompleteErased { [self] in handler(result!) }
   }
 
   /// The value of a finished dependency, for a dependent's body. Only called once the work finished.
   @usableFromInline
-  func dependencyValue() -> Value {
+  final func dependencyValue() -> Value {
     lock.withLock {
       guard case .finished = phase else {
         preconditionFailure("Spindle: a dependent ran before its dependency finished")
@@ -149,7 +150,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// The outcome of a completed dependency, for a dependent's body that takes `Result` inputs.
-  func dependencyResult() -> Result<Value, any Error> {
+  final func dependencyResult() -> Result<Value, any Error> {
     lock.withLock {
       guard let result = resultLocked else {
         preconditionFailure("Spindle: a dependent ran before its dependency completed")
@@ -172,7 +173,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   @inlinable @inline(__always)
   static func valueAddress(in work: Work<Value>) -> UnsafeMutableRawPointer {
     if fitsInline {
-      // The address of a stored property of a final class instance is stable for the instance's life.
+      // The address of a final stored property of a class instance is stable for the instance's life.
       return withUnsafeMutableBytes(of: &work.valueWords) { $0.baseAddress! }
     }
     return UnsafeMutableRawPointer(bitPattern: work.valueWords.0)!
@@ -283,7 +284,7 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.
-  func finishFromCallback(value: Value) {
+  final func finishFromCallback(value: Value) {
     // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
     let first: Bool = lock.withLock {
       guard claimFinishLocked() else { return false }
@@ -294,11 +295,36 @@ public final class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   }
 
   /// Handles a call of a callback body's `finish` with an error; reports and ignores every call after the first.
-  func finishFromCallback(error: any Error) {
+  final func finishFromCallback(error: any Error) {
     if lock.withLock({ claimFinishLocked() }) {
       finishDetached(Termination(error: error))
     } else {
       reportRepeatedFinish()
     }
+  }
+}
+
+/// Plain synchronous work whose body receives the value of its one typed dependency (`add(after:)` without a
+/// condition, delay, timeout, retry or exclusivity): the body is kept typed in the item, as `Work.syncBody` is for
+/// work without a dependency, so that `add` needs no wrapper closure around it. The wrapper was a second allocation
+/// per item of a chain (`malloc` counted: two per item before, one after), made by the adding thread and freed by the
+/// worker that ran the body, under the adding thread's `malloc` arena lock.
+// @unchecked Sendable: as `Work`; `afterBody` is written before the work is admitted, then taken by the one thread
+// that runs the body, or dropped by `dropStoredBody()` when the work ends without running.
+@usableFromInline
+final class WorkAfter<Source: Sendable, Value: Sendable>: Work<Value>, @unchecked Sendable {
+  @exclusivity(unchecked) @usableFromInline var afterBody: (@Sendable (Source) throws -> Value)?
+
+  /// Runs the stored body with the value of the work's `valueSource` (a `Work<Source>`), and stores its value.
+  @inlinable
+  static func runStoredAfterBody(_ work: AnyWork) -> Termination {
+    let work = unsafeDowncast(work, to: self)
+    guard let body = work.afterBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
+    return runSync(work) { try body(Work<Source>.valueOfSource(of: work)) }
+  }
+
+  override func dropStoredBody() {
+    super.dropStoredBody()
+    afterBody = nil
   }
 }

@@ -155,19 +155,34 @@ extension WorkQueue {
     _ body: @escaping @Sendable (A) throws -> Value
   ) -> Work<Value> {
     let type = Work<Value>.self
+    let extras = Self.extras(type, qos, condition, delay, timeout, retry, exclusive)
     // `a` is held by the item (`valueSource`), not captured by the body: the worker that ran the item lets go of it
     // there, and may hand it back to the adding thread to free (see `WorkEngine.handBack`).
+    guard extras == nil else {
+      // Conditions, retries and exclusivity may run the body again or not at all: the wrapper keeps it.
+      return makeWork(
+        type,
+        name: name,
+        priority: priority,
+        first: a,
+        dependencies: dependencies,
+        acceptsFailedDependencies: false,
+        extras: extras,
+        body: .sync { [type] work in type.runSync(work) { try body(Work<A>.valueOfSource(of: work)) } },
+        valueSource: a
+      )
+    }
+    // Plain work keeps its body typed in the item (`WorkAfter`): no wrapper closure, one allocation per item.
     return makeWork(
-      type,
+      WorkAfter<A, Value>.self,
       name: name,
       priority: priority,
       first: a,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .sync { [type] work in type.runSync(work) { try body(Work<A>.valueOfSource(of: work)) } },
+      body: .sync { work in WorkAfter<A, Value>.runStoredAfterBody(work) },
       valueSource: a
-    )
+    ) { work in unsafeDowncast(work, to: WorkAfter<A, Value>.self).afterBody = body }
   }
 
   /// Adds work whose `async` body receives the value of `a` once it finished.

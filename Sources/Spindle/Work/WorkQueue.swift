@@ -185,7 +185,8 @@ public final class WorkQueue: Sendable {
   /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`. `first` is a
   /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array. `syncBody` is the
   /// typed body of plain synchronous work, whose `body` then only calls `Work.runStoredBody` (see `Work.syncBody`);
-  /// `callbackBody` the same for plain callback work.
+  /// `callbackBody` the same for plain callback work. `type` may be a subclass that keeps a typed body of its own
+  /// (`WorkAfter`), which `prepare` stores before the work is admitted.
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
@@ -198,7 +199,8 @@ public final class WorkQueue: Sendable {
     body: consuming ErasedBody,
     syncBody: consuming (@Sendable () throws -> Value)? = nil,
     callbackBody: consuming (@Sendable (WorkFinish<Value>) -> Void)? = nil,
-    valueSource: AnyWork? = nil
+    valueSource: AnyWork? = nil,
+    prepare: (Work<Value>) -> Void = { _ in }
   ) -> Work<Value> {
     // Everything the item keeps is moved into it (`consume`), not copied: each copy was a retain here and a release
     // when the parameter died, on every item.
@@ -222,6 +224,7 @@ public final class WorkQueue: Sendable {
     if let callbackBody { work.callbackBody = callbackBody }
     if freesOnlyMemory { work.freesOnlyMemory = true }
     if let valueSource { work.valueSource = valueSource }
+    prepare(work)
     if let trace = engine.trace {
       trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array)
     }
