@@ -622,6 +622,15 @@ public class AnyWork: @unchecked Sendable {
     }
   }
 
+  /// Whether the work finished successfully (a snapshot, taken under its lock: once true, it stays true, and the
+  /// value is visible to the caller).
+  final var hasFinishedSuccessfully: Bool {
+    lock.withLock {
+      if case .finished = phase { return true }
+      return false
+    }
+  }
+
   /// Records `dependent` to be told when this work completes; returns the termination instead if it already has.
   final func addDependent(_ dependent: AnyWork) -> Termination? {
     lock.withLock {

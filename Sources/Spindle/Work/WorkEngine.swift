@@ -38,9 +38,10 @@ final class WorkEngine: @unchecked Sendable {
   /// Items added since the lock was last taken, newest first, linked through `registryPrevious`: admitted without
   /// the lock, registered (and queued, if ready) by the next thread that takes it (see ``withState(_:)``).
   private let incoming = Atomic<UnsafeMutableRawPointer?>(nil)
-  /// Whether a slot is free (not paused, fewer slots in use than the width): an adding thread that sees one takes
-  /// the lock so that its ready item starts. Stored sequentially consistent when it changes, and paired with
-  /// `incoming` (see ``withState(_:)``).
+  /// Whether a slot is free and no lingering worker watches for work (not paused, fewer slots in use than the width,
+  /// no worker lingering): an adding thread that sees one takes the lock so that its ready item starts. A lingering
+  /// worker watches `incoming` and takes the lock as soon as it holds an item, so while one lingers, adding needs no
+  /// lock. Stored sequentially consistent when it changes, and paired with `incoming` (see ``withState(_:)``).
   private let slotFreeHint = Atomic<Bool>(true)
   /// Whether the engine holds itself (it has unfinished work, `EngineState.keepAlive`): an adding thread that finds
   /// it false takes the lock, so that its item is registered and keeps the engine alive.
@@ -92,7 +93,8 @@ final class WorkEngine: @unchecked Sendable {
   private func publishHints(_ state: borrowing EngineState) {
     readyHint.store(state.scheduler.readyCount, ordering: .relaxed)
     pausedHint.store(state.scheduler.isPaused, ordering: .relaxed)
-    let slotFree = !state.scheduler.isPaused && state.scheduler.slots < state.scheduler.width
+    let slotFree =
+      !state.scheduler.isPaused && state.scheduler.slots < state.scheduler.width && state.scheduler.idle == 0
     if slotFreeHint.load(ordering: .relaxed) != slotFree {
       slotFreeHint.store(slotFree, ordering: .sequentiallyConsistent)
     }
@@ -237,18 +239,15 @@ final class WorkEngine: @unchecked Sendable {
       }
     }
     if first == nil && dependencies.isEmpty {
-      // pending → ready (unless delayed); nothing else can see the item yet
-      let ready: Bool
-      if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
-      pushIncoming(work, ready: ready)
-      // Paired with the re-read of `incoming` in `withState` (see there).
-      let needsLock =
-        (ready && slotFreeHint.load(ordering: .sequentiallyConsistent))
-        || !aliveHint.load(ordering: .sequentiallyConsistent)
-      if needsLock {
-        let starts = withState { $0.scheduler.takeStarts() }
-        start(consume starts)
-      }
+      admitUnwired(work)
+      return
+    }
+    if let first, dependencies.isEmpty, first.hasFinishedSuccessfully {
+      // The one dependency already finished (a chain whose worker keeps up with its adder): nothing to wire, and
+      // the item is admitted as one without dependencies, without the lock when a worker is there to take it. Its
+      // value is safe to read: this thread saw the dependency finished under the dependency's lock.
+      work.remaining.subtract(1, ordering: .relaxed)
+      admitUnwired(work)
       return
     }
     // Registered before it is wired (a dependency that completes makes it ready under the lock, which registers
@@ -265,6 +264,24 @@ final class WorkEngine: @unchecked Sendable {
     for index in dependencies.indices where !wire(work, to: Unmanaged.passUnretained(dependencies[index])) { return }
     if case .waiting = work.dependencyResolved(on: self) { return }
     makeReady(work)
+  }
+
+  /// Admits work that waits for no dependency (any it had already finished): pending → ready, unless delayed (or
+  /// following a barrier), and onto `incoming`; the lock only if a slot is free and no worker lingers, or the engine
+  /// does not hold itself. Nothing else can see the item yet.
+  @inline(__always)
+  private func admitUnwired(_ work: AnyWork) {
+    let ready: Bool
+    if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
+    pushIncoming(work, ready: ready)
+    // Paired with the re-read of `incoming` in `withState` (see there).
+    let needsLock =
+      (ready && slotFreeHint.load(ordering: .sequentiallyConsistent))
+      || !aliveHint.load(ordering: .sequentiallyConsistent)
+    if needsLock {
+      let starts = withState { $0.scheduler.takeStarts() }
+      start(consume starts)
+    }
   }
 
   /// Makes `work` a dependent of `dependency`, or counts the dependency as resolved if it already ended; returns

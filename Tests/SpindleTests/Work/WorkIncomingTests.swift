@@ -177,4 +177,125 @@ struct WorkIncomingTests {
     let problems = wrong.withLock { $0 }
     #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(5))")
   }
+
+  // MARK: - A dependency that already finished
+
+  /// A dependent whose one dependency already finished is admitted like an item without dependencies (no wiring,
+  /// and no lock while a worker is there to take it). It must still keep its place in the priority order, get the
+  /// dependency's value, and wait for whatever else it waits for: a delay, a pending barrier.
+  @Test("dependents of finished work run in priority order with their dependency's value")
+  func dependentsOfFinishedWorkKeepThePriorityOrder() throws {
+    let count = Reliability.size(1_000, full: 10_000)
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    let queue = WorkQueue(name: "incoming.finished-dependency", maxConcurrent: 1)
+    let sources = (0..<8).map { value in queue.add { value * 1_000 } }
+    for source in sources { _ = try source.wait() }
+    let hold = Self.holdASlot(of: queue)
+    let order = TSanVisibleMutex<[Int]>([])
+    let wrong = TSanVisibleMutex<[String]>([])
+    var priorities: [WorkPriority] = []
+    for index in 0..<count {
+      let priority = WorkPriority.allCases[Int(random.next() % UInt64(WorkPriority.allCases.count))]
+      priorities.append(priority)
+      if index.isMultiple(of: 3) {
+        queue.add(priority: priority) { order.withLock { $0.append(index) } }
+      } else {
+        let source = Int(random.next() % UInt64(sources.count))
+        queue.add(priority: priority, after: sources[source]) { value in
+          if value != source * 1_000 { wrong.withLock { $0.append("item \(index) got \(value)") } }
+          order.withLock { $0.append(index) }
+        }
+      }
+    }
+    #expect(queue.unfinishedCount == count + 1)
+    hold.signal()
+    queue.waitUntilAllFinished()
+    let expected = (0..<count).sorted { lhs, rhs in
+      priorities[lhs] != priorities[rhs] ? priorities[lhs] > priorities[rhs] : lhs < rhs
+    }
+    #expect(order.withLock { $0 } == expected, "seed \(seed)")
+    #expect(wrong.withLock { $0 }.isEmpty, "seed \(seed)")
+  }
+
+  @Test("a dependent of finished work added while a worker lingers or leaves starts, with the value")
+  func dependentOfFinishedWorkFindsAWorker() {
+    let rounds = Reliability.size(2_000, full: 50_000)
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    let queue = WorkQueue(name: "incoming.finished-dependency.race", maxConcurrent: 2)
+    var problems: [String] = []
+    for round in 0..<rounds {
+      let source = queue.add { round }
+      // Sometimes finished for sure, sometimes racing the add below.
+      if random.next() % 2 == 0 { _ = try? source.wait() }
+      let hold = random.next() % 2 == 0 ? Self.holdASlot(of: queue) : nil
+      for _ in 0..<Int(random.next() % 3) { queue.add {} }
+      Self.wobble(&random)
+      let ran = DispatchSemaphore(value: 0)
+      let got = TSanVisibleMutex<Int?>(nil)
+      queue.add(after: source) { value in
+        got.withLock { $0 = value }
+        ran.signal()
+      }
+      if ran.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut {
+        problems.append("round \(round): the dependent never ran")
+      } else if got.withLock({ $0 }) != round {
+        problems.append("round \(round): the dependent got \(String(describing: got.withLock { $0 }))")
+      }
+      hold?.signal()
+      if !problems.isEmpty { break }
+    }
+    #expect(problems.isEmpty, "seed \(seed): \(problems)")
+    queue.waitUntilAllFinished()
+  }
+
+  @Test("a dependent of finished work still waits for its delay and for a pending barrier")
+  func dependentOfFinishedWorkStillWaits() throws {
+    let queue = WorkQueue(name: "incoming.finished-dependency.waits", maxConcurrent: 2)
+    let source = queue.add { 41 }
+    _ = try source.wait()
+    let started = ContinuousClock.now
+    let delayed = queue.add(after: source, delay: .milliseconds(200)) { value in
+      (value + 1, ContinuousClock.now - started)
+    }
+    let (value, waited) = try delayed.wait()
+    #expect(value == 42)
+    #expect(waited >= .milliseconds(200), "the delay was skipped: ran after \(waited)")
+
+    let gate = DispatchSemaphore(value: 0)
+    let barrierRan = Counter()
+    queue.add { gate.wait() }
+    queue.addBarrier { _ = barrierRan.increment() }
+    let follower = queue.add(after: source) { value in (value, barrierRan.value) }
+    #expect(follower.state == .pending, "a follower of a pending barrier is \(follower.state)")
+    gate.signal()
+    let (followerValue, barriersBefore) = try follower.wait()
+    #expect(followerValue == 41)
+    #expect(barriersBefore == 1, "the follower ran before the barrier")
+  }
+
+  @Test("a dependent of failed or cancelled work ends the same way without running")
+  func dependentOfEndedWorkDoesNotRun() throws {
+    struct Failure: Error, Equatable {}
+    let queue = WorkQueue(name: "incoming.ended-dependency", maxConcurrent: 2)
+    let failed = queue.add { () throws -> Int in throw Failure() }
+    let cancelled = queue.add(delay: .seconds(60)) { 1 }
+    cancelled.cancel()
+    _ = try? failed.wait()
+    _ = try? cancelled.wait()
+    let ran = Counter()
+    let afterFailed = queue.add(after: failed) { value in
+      _ = ran.increment()
+      return value
+    }
+    let afterCancelled = queue.add(after: cancelled) { value in
+      _ = ran.increment()
+      return value
+    }
+    #expect(throws: Failure()) { try afterFailed.wait() }
+    #expect(throws: CancellationError.self) { try afterCancelled.wait() }
+    #expect(afterCancelled.state == .cancelled)
+    #expect(ran.value == 0)
+  }
 }
