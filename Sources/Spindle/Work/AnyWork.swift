@@ -584,7 +584,13 @@ public class AnyWork: @unchecked Sendable {
   /// print(deps.map { $0.name ?? "unnamed" })
   /// ```
   public var dependencies: [AnyWork] {
-    lock.withLock { dependencyList }.array
+    lock.withLock { dependencyArrayLocked() }
+  }
+
+  /// The dependencies the work still waits for. Call with `lock` held: while the list is `.valueSource`, the work
+  /// has not become ready, so its `valueSource` is not being taken by a worker.
+  final func dependencyArrayLocked() -> [AnyWork] {
+    dependencyList.array(valueSource: valueSource)
   }
 
   // MARK: - Engine
@@ -814,6 +820,9 @@ enum DependencyList: Sendable {
   case none
   case one(AnyWork)
   case many([AnyWork])
+  /// The one dependency is the work's ``AnyWork/valueSource`` (`add(after:)`), which holds it: no second reference
+  /// (a retain by the adding thread and a release by the worker, on every chained item).
+  case valueSource
 
   /// `first` (if any) followed by `more`.
   ///
@@ -828,12 +837,13 @@ enum DependencyList: Sendable {
     }
   }
 
-  /// The dependencies in order.
-  var array: [AnyWork] {
+  /// The dependencies in order; `valueSource` is the value source of the work that holds the list.
+  func array(valueSource: AnyWork?) -> [AnyWork] {
     switch self {
     case .none: []
     case .one(let work): [work]
     case .many(let works): works
+    case .valueSource: valueSource.map { [$0] } ?? []
     }
   }
 }

@@ -129,7 +129,7 @@ extension WorkQueue: CustomDebugStringConvertible {
     let now = Platform.coarseUptimeNanoseconds
     for item in items {
       let (phase, dependencies, startedAt) = item.lock.withLock {
-        (item.phase.state, item.dependencyList.array, item.startedAt)
+        (item.phase.state, item.dependencyArrayLocked(), item.startedAt)
       }
       let waitingFor = dependencies.filter { !$0.state.isFinal }.map { $0.name ?? "unnamed" }
       var line = "  \(phase) '\(item.name ?? "unnamed")' (\(item.priority))"

@@ -215,7 +215,9 @@ public final class WorkQueue: Sendable {
       priority: priority,
       dependencyCount: dependencyCount,
       acceptsFailedDependencies: acceptsFailedDependencies,
-      dependencies: DependencyList(first: first, more: dependencies),
+      // A value source that is the one dependency is held once, by `valueSource`.
+      dependencies: valueSource != nil && valueSource === first && dependencies.isEmpty
+        ? .valueSource : DependencyList(first: first, more: dependencies),
       extras: consume extras,
       body: consume body
     )
@@ -226,7 +228,7 @@ public final class WorkQueue: Sendable {
     if let valueSource { work.valueSource = valueSource }
     prepare(work)
     if let trace = engine.trace {
-      trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array)
+      trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array(valueSource: nil))
     }
     engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }
