@@ -28,15 +28,6 @@ package final class Locked<Value> {
     mutex.destroy()
   }
 
-  /// Runs `body` with exclusive access to the value if no other thread holds the lock; `nil` (and `body` not run)
-  /// otherwise.
-  @inline(__always)
-  package func withLockIfAvailable<Result>(_ body: (inout Value) -> Result) -> Result? {
-    guard mutex.tryLock() else { return nil }
-    defer { mutex.unlock() }
-    return body(&value)
-  }
-
   /// Runs `body` with exclusive access to the value.
   @inline(__always)
   package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {

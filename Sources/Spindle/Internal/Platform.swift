@@ -178,10 +178,6 @@ package struct PlatformMutex: @unchecked Sendable {
   @inline(__always)
   package func lock() { pthread_mutex_lock(mutex) }
 
-  /// Takes the mutex if no thread holds it; returns whether it did.
-  @inline(__always)
-  package func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
-
   /// Releases the mutex; the calling thread must hold it.
   @inline(__always)
   package func unlock() { pthread_mutex_unlock(mutex) }
