@@ -18,9 +18,6 @@ import Synchronization
 // the fields marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
 // belong to the owning engine and are only touched while holding that engine's state lock.
 public class AnyWork: @unchecked Sendable {
-  /// The name given when the work was added, used in traces and messages.
-  public let name: String?
-
   /// The priority of the work among the ready items of its queue; settable until the work starts.
   ///
   /// Raising it moves ready work ahead of the items of lower priority that have not started; once the work
@@ -36,9 +33,6 @@ public class AnyWork: @unchecked Sendable {
 
   /// The priority's raw value; written only under the engine's lock, before the work starts.
   let rawPriority: Atomic<Int>
-
-  /// The name of the queue that runs the body.
-  let queueName: String
 
   /// Whether the body is `async` (it runs in a task of its own, started from whichever thread frees a slot).
   let isAsync: Bool
@@ -67,22 +61,15 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var phase: Phase
   // lock
   @exclusivity(unchecked) var cancelRequested = false
+  // lock: whether `cancelHandlers` may hold handlers (set when one is added), so that completing work needs no look at
+  // that field, which lies with the fields most items never use
+  @exclusivity(unchecked) var mayHaveCancelHandlers = false
   // lock
   @exclusivity(unchecked) var dependents = SmallList<AnyWork>()
   // lock
   @exclusivity(unchecked) var completionHandlers = SmallList<@Sendable () -> Void>()
-  // lock: called at most once, when running work is cancelled
-  @exclusivity(unchecked) var cancelHandlers = SmallList<@Sendable () -> Void>()
-  // lock
-  @exclusivity(unchecked) var runningTask: Task<Void, Never>?
-  // lock: whether a callback body's `finish` was called (or dropped)
-  @exclusivity(unchecked) var finishCalled = false
   // lock: whether the engine has retired the ended work (its queue no longer counts it as unfinished)
   @exclusivity(unchecked) var isRetired = false
-  // lock: a callback body is on the stack of the worker that started it
-  @exclusivity(unchecked) var inBody = false
-  // lock: how a callback body that called `finish` before returning ended (the worker completes it)
-  @exclusivity(unchecked) var inlineTermination: Termination?
   // Set once, by the adding thread, before the work goes on its engine's incoming list: whether it was ready when
   // added (the engine queues it when it takes the list; see `WorkEngine.withState`).
   @exclusivity(unchecked) var admittedReady = false
@@ -117,6 +104,25 @@ public class AnyWork: @unchecked Sendable {
   // written by the one worker that holds the only reference, before the releasing compare-exchange that publishes
   // the work; read by the thread whose acquiring exchange took the list.
   @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
+
+  // Below: what a plain synchronous item's worker does not touch (names for messages, the state of `async` and
+  // callback bodies, cancellation handlers). Declared last, so that the fields every item's worker reads and
+  // writes share fewer cache lines: the worker takes each item's lines from the adding thread's cache.
+
+  /// The name given when the work was added, used in traces and messages.
+  public let name: String?
+  /// The name of the queue that runs the body.
+  let queueName: String
+  // lock: called at most once, when running work is cancelled
+  @exclusivity(unchecked) var cancelHandlers = SmallList<@Sendable () -> Void>()
+  // lock
+  @exclusivity(unchecked) var runningTask: Task<Void, Never>?
+  // lock: whether a callback body's `finish` was called (or dropped)
+  @exclusivity(unchecked) var finishCalled = false
+  // lock: a callback body is on the stack of the worker that started it
+  @exclusivity(unchecked) var inBody = false
+  // lock: how a callback body that called `finish` before returning ended (the worker completes it)
+  @exclusivity(unchecked) var inlineTermination: Termination?
 
   // The parameters are consumed and moved into the fields (`consume`): read first what is needed of them, so that
   // each is stored without a copy (a copy is a retain here and a release when the parameter dies).
@@ -271,6 +277,7 @@ public class AnyWork: @unchecked Sendable {
       case .running:
         if cancelRequested { return true }
         cancelHandlers.append(handler)
+        mayHaveCancelHandlers = true
         return false
       case .cancelled, .cancelledWithReason:
         return true
@@ -599,7 +606,8 @@ public class AnyWork: @unchecked Sendable {
   /// Call with `lock` held and the phase not yet final.
   final func completeLocked(_ termination: Termination) -> Completed {
     phase = Phase(termination)
-    runningTask = nil
+    // Only an `async` body has a task.
+    if isAsync { runningTask = nil }
     // Moved out with `take` and `swap`, not copied and then cleared: each copy of a reference is a retain that
     // the clearing releases again, on every item.
     var completed = Completed(
@@ -614,7 +622,7 @@ public class AnyWork: @unchecked Sendable {
     swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
     extras?.retryBody = nil
-    if !cancelHandlers.isEmpty { cancelHandlers = SmallList() }
+    if mayHaveCancelHandlers, !cancelHandlers.isEmpty { cancelHandlers = SmallList() }
     return completed
   }
 
