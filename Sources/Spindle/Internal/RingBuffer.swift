@@ -114,15 +114,28 @@ struct RingBuffer<Element> {
   @usableFromInline
   mutating func grow() {
     let capacity = Swift.max(16, storage.count * 2)
-    var grown = ContiguousArray<Element?>()
-    grown.reserveCapacity(capacity)
-    for offset in 0..<count {
-      var index = head + offset
-      if index >= storage.count { index -= storage.count }
-      // Moved, not copied: a copy retained every element here and released it again when the old storage went.
-      grown.append(storage[index].take())
+    let live = count
+    // The elements are moved (memory copies, no retain or release), oldest first, into a new array whose other
+    // slots are set to nil in one pass; moved-from slots get nil again, so the old array destroys nothing twice.
+    // Element by element through `append`, as before, this was 2-3 % of a worker's samples on a queue whose
+    // adding thread ran far ahead (its ready ring doubling from 16 to 100,000 slots).
+    let grown = storage.withUnsafeMutableBufferPointer { old in
+      ContiguousArray<Element?>(unsafeUninitializedCapacity: capacity) { new, initialized in
+        let target = new.baseAddress!
+        if live > 0 {
+          let source = old.baseAddress!
+          let first = Swift.min(live, old.count - head)
+          target.moveInitialize(from: source + head, count: first)
+          (source + head).initialize(repeating: nil, count: first)
+          if live > first {
+            (target + first).moveInitialize(from: source, count: live - first)
+            source.initialize(repeating: nil, count: live - first)
+          }
+        }
+        (target + live).initialize(repeating: nil, count: capacity - live)
+        initialized = capacity
+      }
     }
-    grown.append(contentsOf: repeatElement(nil, count: capacity - count))
     storage = grown
     head = 0
   }

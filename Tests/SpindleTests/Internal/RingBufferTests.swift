@@ -28,6 +28,44 @@ import Testing
     #expect(ring.popLast() == nil)
   }
 
+  /// Counts live instances, so that a test can tell an element released twice (or never) by a growth.
+  final class Tracked: Sendable {
+    static let live = TSanVisibleMutex<Int>(0)
+    let value: Int
+    init(_ value: Int) {
+      self.value = value
+      Self.live.withLock { $0 += 1 }
+    }
+    deinit { Self.live.withLock { $0 -= 1 } }
+  }
+
+  @Test func growthMovesEveryElementOnceWhereverTheHeadIs() {
+    let before = Tracked.live.withLock { $0 }
+    do {
+      var ring = RingBuffer<Tracked>()
+      var model: [Int] = []
+      var next = 0
+      // Grows with the head at 0, in the middle and at the last slot, and with the ring empty in between.
+      for round in 0..<6 {
+        for _ in 0..<(13 * (round + 1)) {
+          ring.append(Tracked(next))
+          model.append(next)
+          next += 1
+        }
+        for _ in 0..<(round * 5) where !model.isEmpty { #expect(ring.popFirst()?.value == model.removeFirst()) }
+        if round == 3 {
+          while let element = ring.popFirst() { #expect(element.value == model.removeFirst()) }
+        }
+        ring.prepend(Tracked(-round - 1))
+        model.insert(-round - 1, at: 0)
+        #expect(ring.count == model.count)
+        #expect(Tracked.live.withLock { $0 } - before == model.count, "round \(round): an element leaked or died")
+      }
+      #expect(ring.removeAll().map(\.value) == model)
+    }
+    #expect(Tracked.live.withLock { $0 } == before, "elements outlived their ring")
+  }
+
   @Test func removeAllKeepingCapacityEmptiesAndStaysUsable() {
     var ring = RingBuffer<String>()
     for value in 0..<40 { ring.append("\(value)") }
