@@ -24,7 +24,8 @@ struct SmallList<Element> {
 
   /// Moves the first element out of the list (the rest move up, in order); `nil` when the list is empty.
   ///
-  /// The list then holds no reference to the element: the caller's is the only one it had.
+  /// The list then holds no reference to the element: the caller's is the only one it had. Linear in the length of
+  /// the list: to empty a list that may be long, use ``removeAll(_:)``.
   mutating func popFirst() -> Element? {
     guard let element = first.take() else { return nil }
     if var rest = rest.take() {
@@ -39,7 +40,7 @@ struct SmallList<Element> {
   mutating func removeAll(_ body: (consuming Element) throws -> Void) rethrows {
     guard let first = first.take() else { return }
     let rest = rest.take()
-    try body(first)
+    try body(consume first)
     guard let rest else { return }
     for element in rest { try body(element) }
   }

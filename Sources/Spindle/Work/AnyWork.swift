@@ -84,7 +84,9 @@ public class AnyWork: @unchecked Sendable {
   // The dependency whose value an `add(after:)` body receives, held here instead of in the body's closure: set before
   // the work is admitted, read by the body on the thread that runs it, and taken by that thread once the body has run
   // for the last time, before the work completes (`letGoOfValueSource`, which may hand it back: see
-  // `WorkEngine.handBack`), or dropped when the work ends without running.
+  // `WorkEngine.handBack`), or dropped when the work ends without running. While `dependencyList` is `.valueSource`
+  // (the work waits), `dependencies` also reads it, under `lock`: the work becomes ready under that lock before any
+  // thread takes it.
   @exclusivity(unchecked) @usableFromInline var valueSource: AnyWork?
   // lock: what the work waits for, until it is ready
   @exclusivity(unchecked) var dependencyList: DependencyList
@@ -363,7 +365,8 @@ public class AnyWork: @unchecked Sendable {
   /// Lets go of ``valueSource`` once the body that read it has run for the last time, before the work completes (so
   /// before its completion handlers run and its waiters wake), as when the body's closure held it: hands it back
   /// to the adding thread when that is possible (see `WorkEngine.handBack`), releases it here otherwise. Called only
-  /// by the thread that ran the body; nothing else touches `valueSource` until the work has completed.
+  /// by the thread that ran the body; nothing else touches `valueSource` from the moment the work became ready until
+  /// it has completed.
   private func letGoOfValueSource(on owner: WorkEngine) {
     var source = valueSource.take()
     // The body ran, so the source finished successfully (`add(after:)` does not run after a failed dependency).

@@ -11,10 +11,11 @@ import Synchronization
 /// Locking: `lockedState` (the scheduler, the registry of unfinished items) is one lock per queue, taken only
 /// through ``withState(_:)``; each item has its own small lock (see ``AnyWork``). The engine never holds its lock
 /// while taking an item's lock or running user code, except `register`/`unregister`, which only touch the registry
-/// links. Adding to a busy queue takes no lock: the item goes on the lock-free `incoming` list, which every critical
-/// section registers first (see ``withState(_:)`` for why no ready item can wait there while a slot is free).
-// @unchecked Sendable: `lockedState` is a lock box; `incoming` and the hints are atomics; the debug hook is a lock
-// box; everything else is immutable.
+/// links. Adding to a busy queue (or while a worker lingers) takes no lock: the item goes on the lock-free `incoming`
+/// list, which every critical section registers first (see ``withState(_:)`` for why no ready item can wait there
+/// while a slot is free).
+// @unchecked Sendable: `lockedState` is a lock box; `incoming` and the hints are atomics; the debug hooks are lock
+// boxes; everything else is immutable.
 final class WorkEngine: @unchecked Sendable {
   let name: String
   let qos: DispatchQoS.QoSClass
@@ -51,6 +52,10 @@ final class WorkEngine: @unchecked Sendable {
     /// before the hints are published, with the slots in use and the width; a test adds work from there to land in
     /// the narrowest window of the lock-free add.
     let criticalSectionHook = Locked<(@Sendable (_ slots: Int, _ width: Int) -> Void)?>(nil)
+    /// Tests only (debug builds): called while `admit` makes a new item known, right after the item is counted as
+    /// resolved or put on `incoming` (whichever comes first): where an adding thread that is preempted leaves the
+    /// widest window for other threads to act on the item.
+    let admissionHook = Locked<(@Sendable () -> Void)?>(nil)
   #endif
   /// Whether the queue has observers (events or progress); the hot path reads only this when it has none.
   let isObserved = Atomic<Bool>(false)
@@ -110,11 +115,14 @@ final class WorkEngine: @unchecked Sendable {
   /// before it, in the order added, and the scheduler's rules (no hidden ready work, global priority order) hold as
   /// if each add had taken the lock.
   ///
-  /// An adding thread still takes the lock when its item needs it: when the item is ready and a slot is free (to
-  /// start it), or when the engine does not hold itself (to keep it alive). Those two conditions are published in
-  /// `slotFreeHint` and `aliveHint`; the adder pushes, then reads them, and this method, after publishing them,
-  /// reads `incoming` again (both sides sequentially consistent): so either the adder sees a free slot (or a dead
-  /// engine) and takes the lock, or this thread sees the item and registers it now, starting it if a slot is free.
+  /// An adding thread still takes the lock when its item needs it: when the item is ready and a slot is free with no
+  /// worker lingering (to start it), or when the engine does not hold itself (to keep it alive). Those two
+  /// conditions are published in `slotFreeHint` and `aliveHint`; the adder pushes, then reads them, and this method,
+  /// after publishing them, reads `incoming` again (both sides sequentially consistent): so either the adder sees a
+  /// free slot (or a dead engine) and takes the lock, or this thread sees the item and registers it now, starting it
+  /// if a slot is free. While a worker lingers, the adder needs no lock: the lingering worker watches `incoming` and
+  /// always ends its lingering in a critical section, and the one that ends the last lingering publishes the free
+  /// slot and looks again.
   /// Items this method starts itself go to pool workers (an `async` body's worker starts its task).
   @inline(__always)
   func withState<Result>(_ body: (inout EngineState) throws -> Result) rethrows -> Result {
@@ -218,22 +226,29 @@ final class WorkEngine: @unchecked Sendable {
 
   // MARK: - Adding
 
-  /// Registers a new item and wires it to its dependencies; it starts once they finished and a slot is free.
+  /// Puts a new item on `incoming` (the next critical section registers it) and wires it to its dependencies; it
+  /// starts once they finished and a slot is free.
   func admit(_ work: AnyWork, first: AnyWork?, dependencies: [AnyWork]) {
     emit(.added, for: work)
+    var followsBarrier = false
     if barrierHint.load(ordering: .relaxed) {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
-      withState { state in
-        guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return }
+      followsBarrier = withState { state in
+        guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return false }
         work.remaining.add(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
+        return true
       }
     }
-    if first == nil && dependencies.isEmpty {
+    // A barrier's follower is visible to the thread that completes the barrier, which may resolve it at any moment:
+    // it takes the path below, which puts it on `incoming` before it resolves its own share. (Through
+    // `admitUnwired`, a barrier completing between that method's resolution and its push made the follower ready
+    // and started it before it was registered.)
+    if !followsBarrier && first == nil && dependencies.isEmpty {
       admitUnwired(work)
       return
     }
-    if let first, dependencies.isEmpty, first.hasFinishedSuccessfully {
+    if !followsBarrier, let first, dependencies.isEmpty, first.hasFinishedSuccessfully {
       // The one dependency already finished (a chain whose worker keeps up with its adder): nothing to wire, and
       // the item is admitted as one without dependencies, without the lock when a worker is there to take it. Its
       // value is safe to read: this thread saw the dependency finished under the dependency's lock.
@@ -246,6 +261,9 @@ final class WorkEngine: @unchecked Sendable {
     // worker that then wanted the lock slept on it and the adder's unlock had to wake it (a futex call each time);
     // pushed instead, a chain took 0.84x the time and the random DAG 0.77x (harness medians, interleaved runs).
     pushIncoming(work, ready: false)
+    #if DEBUG
+      if let hook = admissionHook.withLock({ $0 }) { hook() }
+    #endif
     if !aliveHint.load(ordering: .sequentiallyConsistent) { withState { _ in } }
     // Unretained: the caller holds the dependencies for the whole call. Passed as they were (`if let first`, `for
     // dependency in`), each was retained and released around `wire`, on a line of memory that the worker running
@@ -256,13 +274,17 @@ final class WorkEngine: @unchecked Sendable {
     makeReady(work)
   }
 
-  /// Admits work that waits for no dependency (any it had already finished): pending → ready, unless delayed (or
-  /// following a barrier), and onto `incoming`; the lock only if a slot is free and no worker lingers, or the engine
-  /// does not hold itself. Nothing else can see the item yet.
+  /// Admits work that waits for no dependency (any it had already finished) and follows no barrier: pending →
+  /// ready, unless delayed, and onto `incoming`; the lock only if a slot is free and no worker lingers, or the engine
+  /// does not hold itself. Nothing else can see the item before it is on `incoming` (a delay's timer starts after
+  /// `admit` returns), so it can be resolved first and pushed as ready.
   @inline(__always)
   private func admitUnwired(_ work: AnyWork) {
     let ready: Bool
     if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
+    #if DEBUG
+      if let hook = admissionHook.withLock({ $0 }) { hook() }
+    #endif
     pushIncoming(work, ready: ready)
     // Paired with the re-read of `incoming` in `withState` (see there).
     let needsLock =

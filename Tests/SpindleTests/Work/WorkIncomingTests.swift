@@ -298,4 +298,57 @@ struct WorkIncomingTests {
     #expect(afterCancelled.state == .cancelled)
     #expect(ran.value == 0)
   }
+
+  /// A barrier's follower is visible to the thread that completes the barrier as soon as `admit` records it. Here
+  /// the adding thread stops inside `admit` (a debug-build hook, as if preempted there) while the barrier completes:
+  /// the follower must not start before it is registered. When it could (it went through the path for items that
+  /// nothing else can see), it ran and retired unregistered, which emptied the registry of every other item and
+  /// counted one item too few as unfinished.
+  @Test("a barrier's follower that the barrier releases while it is being added runs once, counted and listed")
+  func barrierFollowerReleasedDuringItsAdd() throws {
+    #if DEBUG
+      for dependsOnFinishedWork in [false, true] {
+        let queue = WorkQueue(name: "incoming.barrier-window", maxConcurrent: 2)
+        defer { queue.engine.admissionHook.withLock { $0 = nil } }
+        let source = queue.add(name: "source") { 7 }
+        _ = try source.wait()
+        let gate = DispatchSemaphore(value: 0)
+        queue.add(name: "gate") { gate.wait() }
+        let barrier = queue.addBarrier(name: "barrier") {}
+        let holdOther = DispatchSemaphore(value: 0)
+        let other = queue.add(name: "other") { holdOther.wait() }
+        let ran = DispatchSemaphore(value: 0)
+        queue.engine.admissionHook.withLock {
+          $0 = {
+            // Once: let the barrier complete now, and give the follower a moment to (wrongly) run.
+            queue.engine.admissionHook.withLock { $0 = nil }
+            gate.signal()
+            _ = try? barrier.wait()
+            _ = ran.wait(timeout: .now() + .milliseconds(300))
+          }
+        }
+        let follower: Work<Int> =
+          dependsOnFinishedWork
+          ? queue.add(name: "follower", after: source) { value in
+            ran.signal()
+            return value
+          }
+          : queue.add(name: "follower") {
+            ran.signal()
+            return 7
+          }
+        #expect(try follower.wait() == 7)
+        // The follower ended; only `other` is unfinished, and the queue lists and counts it.
+        let deadline = ContinuousClock.now + .seconds(Reliability.seconds(5, full: 20))
+        while queue.unfinishedCount != 1 && ContinuousClock.now < deadline { usleep(1_000) }
+        let listed = queue.engine.withState { $0.unfinishedItems().map { $0.name ?? "unnamed" } }
+        #expect(listed == ["other"], "after \(dependsOnFinishedWork ? "add(after:)" : "add"): \(listed)")
+        #expect(queue.unfinishedCount == 1)
+        holdOther.signal()
+        _ = try other.wait()
+        queue.waitUntilAllFinished()
+        #expect(queue.unfinishedCount == 0)
+      }
+    #endif
+  }
 }
