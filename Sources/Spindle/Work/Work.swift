@@ -309,10 +309,9 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 /// work without a dependency, so that `add` needs no wrapper closure around it. The wrapper was a second allocation
 /// per item of a chain (`malloc` counted: two per item before, one after), made by the adding thread and freed by the
 /// worker that ran the body, under the adding thread's `malloc` arena lock.
-@usableFromInline
 // @unchecked Sendable: as `Work`; `afterBody` is written before the work is admitted, then taken by the one thread
 // that runs the body, or dropped by `dropStoredBody()` when the work ends without running.
-final class WorkAfter<Source: Sendable, Value: Sendable>: Work<Value>, @unchecked Sendable {
+@usableFromInline final class WorkAfter<Source: Sendable, Value: Sendable>: Work<Value>, @unchecked Sendable {
   @exclusivity(unchecked) @usableFromInline var afterBody: (@Sendable (Source) throws -> Value)?
 
   /// Runs the stored body with the value of the work's `valueSource` (a `Work<Source>`), and stores its value.
