@@ -30,11 +30,12 @@ struct RingBuffer<Element> {
   var isEmpty: Bool { count == 0 }
 
   @inlinable
-  mutating func append(_ element: Element) {
+  mutating func append(_ element: consuming Element) {
     if count == storage.count { grow() }
     var index = head + count
     if index >= storage.count { index -= storage.count }
-    storage[index] = element
+    // Moved in: a borrowed element was retained here for the store and released by the caller.
+    storage[index] = consume element
     count += 1
   }
 

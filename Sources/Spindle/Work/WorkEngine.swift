@@ -96,8 +96,11 @@ final class WorkEngine: @unchecked Sendable {
   /// Copies the scheduler's ready count and paused flag for lingering workers. Call with the lock held.
   @inline(__always)
   private func publishHints(_ state: borrowing EngineState) {
-    readyHint.store(state.scheduler.readyCount, ordering: .relaxed)
-    pausedHint.store(state.scheduler.isPaused, ordering: .relaxed)
+    // Each stored only when it changed: a store takes the line from the adding thread, which reads the hints next to it.
+    let ready = state.scheduler.readyCount
+    if readyHint.load(ordering: .relaxed) != ready { readyHint.store(ready, ordering: .relaxed) }
+    let paused = state.scheduler.isPaused
+    if pausedHint.load(ordering: .relaxed) != paused { pausedHint.store(paused, ordering: .relaxed) }
     let slotFree =
       !state.scheduler.isPaused && state.scheduler.slots < state.scheduler.width && state.scheduler.idle == 0
     if slotFreeHint.load(ordering: .relaxed) != slotFree {

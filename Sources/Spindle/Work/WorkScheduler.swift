@@ -86,8 +86,8 @@ struct WorkScheduler<Item, Waiter> {
   }
 
   /// Queues a ready item without starting anything (the caller asks for starts once it queued them all).
-  mutating func push(_ item: Item, priority: Int) {
-    ready[priority].append(item)
+  mutating func push(_ item: consuming Item, priority: Int) {
+    ready[priority].append(consume item)
     readyCount += 1
     nonEmpty |= 1 << UInt64(priority)
   }
