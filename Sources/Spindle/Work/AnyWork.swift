@@ -315,7 +315,7 @@ public class AnyWork: @unchecked Sendable {
   /// `owner` is the engine that took the item from its scheduler: the item's own `engine` (an item is queued and
   /// started only by the engine it holds, which it drops only when it completes, and ready work has not completed).
   /// The caller holds it for the whole call, so this reads nothing of `engine` (a load, a retain and a release).
-  final func execute(on owner: WorkEngine) -> Execution {
+  final func execute(on owner: WorkEngine, handingBackInto batch: inout HandBackBatch) -> Execution {
     lock.lock()
     guard case .ready = phase else {
       lock.unlock()
@@ -342,7 +342,7 @@ public class AnyWork: @unchecked Sendable {
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
       lock.unlock()
       let execution = executeWithExtras(body, extras, trace)
-      if case .completed = execution, valueSource != nil { letGoOfValueSource(on: owner) }
+      if case .completed = execution, valueSource != nil { letGoOfValueSource(on: owner, batch: &batch) }
       return execution
     }
     lock.unlock()
@@ -354,7 +354,7 @@ public class AnyWork: @unchecked Sendable {
     case .detached:
       return .detached
     case .ended(let termination):
-      if valueSource != nil { letGoOfValueSource(on: owner) }
+      if valueSource != nil { letGoOfValueSource(on: owner, batch: &batch) }
       let completed: Completed? = lock.withLock {
         guard !phase.isFinal else { return nil }
         return completeLocked(termination)
@@ -369,10 +369,10 @@ public class AnyWork: @unchecked Sendable {
   /// to the adding thread when that is possible (see `WorkEngine.handBack`), releases it here otherwise. Called only
   /// by the thread that ran the body; nothing else touches `valueSource` from the moment the work became ready until
   /// it has completed.
-  private func letGoOfValueSource(on owner: WorkEngine) {
+  private func letGoOfValueSource(on owner: WorkEngine, batch: inout HandBackBatch) {
     var source = valueSource.take()
     // The body ran, so the source finished successfully (`add(after:)` does not run after a failed dependency).
-    if source?.freesOnlyMemory == true { owner.handBack(&source) }
+    if source?.freesOnlyMemory == true { owner.handBack(&source, into: &batch) }
   }
 
   /// How a body that was started went on.

@@ -30,7 +30,9 @@ extension WorkEngine {
   func startHolding(_ first: consuming AnyWork) {
     var item = consume first
     while item.isAsync {
-      switch item.execute(on: self) {
+      // An `async` body only starts here: nothing is handed back (its worker, or task, lets go of what it used).
+      var unused = HandBackBatch()
+      switch item.execute(on: self, handingBackInto: &unused) {
       case .detached:
         return
       case .completed(let completed):
@@ -70,13 +72,17 @@ extension WorkEngine {
     // (retained and released) the item for the call. `consume`: the worker holds the only reference its starter had,
     // so a finished item is not kept alive (with its value) until the worker stops.
     var upcoming: AnyWork? = consume first
-    // Whatever this worker handed back (see `handBack`) is freed at the latest when it stops.
-    defer { releaseHandedBackIfAny() }
+    // What this worker hands back (see `handBack`) gathers in `batch`; all of it is freed at the latest when it stops.
+    var batch = HandBackBatch()
+    defer {
+      flushHandBack(&batch)
+      releaseHandedBackIfAny()
+    }
     while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
-      let execution = item.execute(on: self)
+      let execution = item.execute(on: self, handingBackInto: &batch)
       switch consume execution {
       case .completed(var completed):
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess
@@ -84,7 +90,7 @@ extension WorkEngine {
         if mayHandBack {
           // Moved, not copied, into an optional that `handBack` can empty.
           var finished: AnyWork? = consume item
-          handBack(&finished)
+          handBack(&finished, into: &batch)
         }
       case .skipped, .parked:
         step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }

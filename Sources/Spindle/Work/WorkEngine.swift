@@ -321,8 +321,9 @@ final class WorkEngine: @unchecked Sendable {
 
   // MARK: - Handing finished items back
 
-  /// How many items the hand-back list holds before the worker that adds one frees it itself: a bound on the
-  /// memory the list holds while nobody adds work.
+  /// How many items the hand-back list holds before the worker that brings it there frees it itself: a bound on the
+  /// memory the list holds while nobody adds work (a multiple of ``handBackBatchSize``, so the list itself stays below
+  /// it).
   static let handBackLimit = 128
 
   /// Hands the last reference to a finished item back to the thread that adds the next one, which frees it, if the
@@ -337,22 +338,51 @@ final class WorkEngine: @unchecked Sendable {
   /// Only items whose deinit frees memory and nothing else are handed back (``AnyWork/freesOnlyMemory``, no extras
   /// at the moment of the hand-back, and finished successfully: no error to release), so no user-visible deinit is
   /// delayed: a body's captures are released when it ends, as before, and a value with a deinit, an observer or a
-  /// group's members are never in such an item. The list is freed by the next `add` on this queue, by the worker
-  /// that finds it holding ``handBackLimit`` items, and when a worker stops.
+  /// group's members are never in such an item. A worker gathers what it hands back in its own `batch`, which joins
+  /// the list ``handBackBatchSize`` items at a time and when the worker stops (see ``flushHandBack(_:)``); the list is
+  /// freed by the next `add` on this queue, by the worker that brings it to ``handBackLimit`` items, and when a
+  /// worker stops.
   ///
   /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
   /// reuses). Leaves `item` as it was when the work cannot be handed back (its reference is then released with the
   /// caller's variable); main-queue workers never hand back, since they do not linger to free the list.
   @inline(__always)
-  func handBack(_ item: inout AnyWork?) {
+  func handBack(_ item: inout AnyWork?, into batch: inout HandBackBatch) {
     guard !runsOnMain, isKnownUniquelyReferenced(&item) else { return }
     // Extras can be added after the work was created (an observer, a group's members, a cancel reason): checked
     // now, under the item's lock, which orders this read after every thread that wrote them (none can any more:
     // this is the only reference).
     guard let work = item, work.lock.withLock({ work.extras == nil }) else { return }
-    // The reference moves out of `item` into the list: no retain here, no release when the caller's variable dies.
-    Self.push(Unmanaged.passRetained(item.take().unsafelyUnwrapped), onto: handedBack)
-    if handedBackCount.wrappingAdd(1, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
+    // The reference moves out of `item` into the batch: no retain here, no release when the caller's variable dies.
+    let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
+    node._withUnsafeGuaranteedRef { $0.registryPrevious = batch.newest }
+    if batch.oldest == nil { batch.oldest = node }
+    batch.newest = node
+    batch.count += 1
+    if batch.count >= Self.handBackBatchSize { flushHandBack(&batch) }
+  }
+
+  /// How many items a worker gathers before it puts them on the hand-back list: one compare-exchange (and one count
+  /// update) for them all, on a line of memory that the adding thread reads at every `add`, and a few blocks for the
+  /// adding thread to free at a time, which its `malloc`'s per-thread cache (7 blocks of a size) takes in full. One at
+  /// a time, as before, 100,000 independent items took 1.09-1.15x the time (harness medians, interleaved runs).
+  static let handBackBatchSize = 4
+
+  /// Puts the worker's gathered items on the hand-back list (the next `add` frees them), or frees the list itself once
+  /// it holds ``handBackLimit`` items.
+  func flushHandBack(_ batch: inout HandBackBatch) {
+    guard let newest = batch.newest, let oldest = batch.oldest else { return }
+    var head = handedBack.load(ordering: .relaxed)
+    while true {
+      oldest._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
+      let (exchanged, original) = handedBack.compareExchange(
+        expected: head, desired: newest.toOpaque(), ordering: .sequentiallyConsistent)
+      if exchanged { break }
+      head = original
+    }
+    let count = batch.count
+    batch = HandBackBatch()
+    if handedBackCount.wrappingAdd(count, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
   }
 
   /// Frees the items workers handed back, if there are any (one relaxed load when there are none).
@@ -471,6 +501,14 @@ final class WorkEngine: @unchecked Sendable {
   func endBlockedWait() {
     withState { $0.blockedWaits -= 1 }
   }
+}
+
+/// Finished items a worker hands back, gathered before they join the engine's hand-back list (see
+/// `WorkEngine.handBack(_:into:)`): linked newest first through `registryPrevious`, as on the list.
+struct HandBackBatch {
+  var newest: Unmanaged<AnyWork>? = nil
+  var oldest: Unmanaged<AnyWork>? = nil
+  var count = 0
 }
 
 /// What the engine's lock guards.

@@ -55,9 +55,42 @@ import Testing
     queue.resume()
     let count = await offPool { try? alive.wait() }
     #expect(count != nil)
+    // The list holds fewer than `handBackLimit` items, and the worker gathers fewer than `handBackBatchSize`.
+    let bound = WorkEngine.handBackLimit + WorkEngine.handBackBatchSize
     #expect(
-      (count ?? .max) < 128,
-      "\(count ?? -1) finished items alive while the worker ran on; the hand-back list must stay bounded")
+      (count ?? .max) < bound,
+      "\(count ?? -1) finished items alive while the worker ran on; the hand-back list must stay under \(bound)")
+  }
+
+  /// A worker gathers what it hands back a few items at a time: a last, partial batch (fewer items than
+  /// `handBackBatchSize`, from plain items and from the dependencies `add(after:)` lets go of) is freed when the
+  /// worker stops, although nobody adds again.
+  @Test(arguments: [1, 2, 3, 5])
+  func aPartialBatchIsFreedWhenTheWorkerStops(items: Int) async {
+    for chained in [false, true] {
+      let queue = WorkQueue(name: "hand-back.partial", maxConcurrent: 1)
+      queue.suspend()
+      var weak: [WeakWork] = []
+      var last: Work<Int>? = nil
+      for index in 0..<items {
+        let work: Work<Int>
+        if chained, let previous = last {
+          work = queue.add(after: previous) { $0 + 1 }
+        } else {
+          work = queue.add { index }
+        }
+        weak.append(WeakWork(work))
+        last = work
+      }
+      last = nil
+      queue.resume()
+      await offPool { queue.waitUntilAllFinished() }
+      let all = weak
+      let freed = await eventually { all.allSatisfy { $0.work == nil } }
+      #expect(
+        freed,
+        "\(all.filter { $0.work != nil }.count) of \(items) finished items (chained: \(chained)) are still alive")
+    }
   }
 
   /// On a suspended serial queue, adds what `setUp` adds (which releases a canary when it should), then an item
