@@ -32,13 +32,9 @@ final class WorkEngine: @unchecked Sendable {
   private let lockedState: Locked<EngineState>
   /// ``threadWorkKey``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
   let workKey = threadWorkKey
-  /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
-  let readyHint = Atomic<Int>(0)
-  /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
-  let pausedHint = Atomic<Bool>(false)
-  /// Items added since the lock was last taken, newest first, linked through `registryPrevious`: admitted without
-  /// the lock, registered (and queued, if ready) by the next thread that takes it (see ``withState(_:)``).
-  private let incoming = Atomic<UnsafeMutableRawPointer?>(nil)
+  /// Whether workers run on the main queue (``MainWorkQueue``): they never linger there.
+  let runsOnMain: Bool
+
   /// Whether a slot is free and no lingering worker watches for work (not paused, fewer slots in use than the width,
   /// no worker lingering): an adding thread that sees one takes the lock so that its ready item starts. A lingering
   /// worker watches `incoming` and takes the lock as soon as it holds an item, so while one lingers, adding needs no
@@ -47,6 +43,10 @@ final class WorkEngine: @unchecked Sendable {
   /// Whether the engine holds itself (it has unfinished work, `EngineState.keepAlive`): an adding thread that finds
   /// it false takes the lock, so that its item is registered and keeps the engine alive.
   private let aliveHint = Atomic<Bool>(false)
+  /// Whether the queue has observers (events or progress); the hot path reads only this when it has none.
+  let isObserved = Atomic<Bool>(false)
+  /// Whether a barrier is pending: new items must follow it.
+  let barrierHint = Atomic<Bool>(false)
   #if DEBUG
     /// Tests only (debug builds): called inside every critical section of ``withState(_:)``, after its body and
     /// before the hints are published, with the slots in use and the width; a test adds work from there to land in
@@ -57,18 +57,25 @@ final class WorkEngine: @unchecked Sendable {
     /// widest window for other threads to act on the item.
     let admissionHook = Locked<(@Sendable () -> Void)?>(nil)
   #endif
-  /// Whether the queue has observers (events or progress); the hot path reads only this when it has none.
-  let isObserved = Atomic<Bool>(false)
-  /// Whether a barrier is pending: new items must follow it.
-  let barrierHint = Atomic<Bool>(false)
+  // Each group of fields below is written by other threads than the one before it, and 64 unused bytes apart from
+  // it, so that they never share a line of memory: the adding thread reads the hints above at every `add`, the lock
+  // holder writes the ready count at every item, and both sides write `incoming` and the hand-back list.
+  private let padding0 = CacheLinePadding()
+  /// Items added since the lock was last taken, newest first, linked through `registryPrevious`: admitted without
+  /// the lock, registered (and queued, if ready) by the next thread that takes it (see ``withState(_:)``).
+  private let incoming = Atomic<UnsafeMutableRawPointer?>(nil)
+  private let padding1 = CacheLinePadding()
+  /// A copy of the scheduler's ready count that lingering workers watch without taking the lock.
+  let readyHint = Atomic<Int>(0)
+  /// A copy of the scheduler's paused flag that lingering workers watch without taking the lock.
+  let pausedHint = Atomic<Bool>(false)
+  private let padding2 = CacheLinePadding()
   /// The hand-back list: finished items whose last reference a worker held, linked through `registryPrevious`,
   /// for the next thread that adds work to free (see ``handBack(_:)``).
   private let handedBack = Atomic<UnsafeMutableRawPointer?>(nil)
   /// About how many items the hand-back list holds (pushes since it was last taken; not exact under races).
   private let handedBackCount = Atomic<Int>(0)
-
-  /// Whether workers run on the main queue (``MainWorkQueue``): they never linger there.
-  let runsOnMain: Bool
+  private let padding3 = CacheLinePadding()
 
   init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?, runsOnMain: Bool = false) {
     self.runsOnMain = runsOnMain
@@ -501,6 +508,11 @@ final class WorkEngine: @unchecked Sendable {
   func endBlockedWait() {
     withState { $0.blockedWaits -= 1 }
   }
+}
+
+/// 64 bytes of nothing, between fields that different threads write (see ``WorkEngine``).
+struct CacheLinePadding {
+  private let words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 /// Finished items a worker hands back, gathered before they join the engine's hand-back list (see
