@@ -32,7 +32,9 @@ extension WorkEngine {
     while item.isAsync {
       // An `async` body only starts here: nothing is handed back (its worker, or task, lets go of what it used).
       var unused = HandBackBatch()
-      switch item.execute(on: self, handingBackInto: &unused) {
+      let execution = item.execute(on: self, handingBackInto: &unused)
+      flushHandBack(&unused)  // empty today (only a synchronous `add(after:)` body lets go of a value source)
+      switch consume execution {
       case .detached:
         return
       case .completed(let completed):
@@ -80,6 +82,9 @@ extension WorkEngine {
     }
     while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
+      // Gathered items join the list before a body that may run long when nothing else is queued (a backlog flushes
+      // every few items anyway): the next `add` then frees them, as it would without the batch.
+      if batch.count > 0 && readyHint.load(ordering: .relaxed) == 0 { flushHandBack(&batch) }
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
       let execution = item.execute(on: self, handingBackInto: &batch)
@@ -104,6 +109,7 @@ extension WorkEngine {
       case .run(let next):
         upcoming = next
       case .linger:
+        flushHandBack(&batch)  // nothing to run: the adding thread may free them meanwhile
         upcoming = linger()
       case .exit:
         return

@@ -71,9 +71,11 @@ final class WorkEngine: @unchecked Sendable {
   let pausedHint = Atomic<Bool>(false)
   private let padding2 = CacheLinePadding()
   /// The hand-back list: finished items whose last reference a worker held, linked through `registryPrevious`,
-  /// for the next thread that adds work to free (see ``handBack(_:)``).
+  /// for the next thread that adds work to free (see ``handBack(_:into:)``).
   private let handedBack = Atomic<UnsafeMutableRawPointer?>(nil)
-  /// About how many items the hand-back list holds (pushes since it was last taken; not exact under races).
+  /// How many items the hand-back list holds: workers add each batch after it joined the list, and the thread that
+  /// frees the list subtracts what it freed, so the count is exact once both are done (for a moment it may be lower
+  /// or higher than the list, never drifting).
   private let handedBackCount = Atomic<Int>(0)
   private let padding3 = CacheLinePadding()
 
@@ -346,9 +348,9 @@ final class WorkEngine: @unchecked Sendable {
   /// at the moment of the hand-back, and finished successfully: no error to release), so no user-visible deinit is
   /// delayed: a body's captures are released when it ends, as before, and a value with a deinit, an observer or a
   /// group's members are never in such an item. A worker gathers what it hands back in its own `batch`, which joins
-  /// the list ``handBackBatchSize`` items at a time and when the worker stops (see ``flushHandBack(_:)``); the list is
-  /// freed by the next `add` on this queue, by the worker that brings it to ``handBackLimit`` items, and when a
-  /// worker stops.
+  /// the list ``handBackBatchSize`` items at a time, and whenever the worker is about to run a body with nothing else
+  /// queued, lingers or stops (see ``flushHandBack(_:)``); the list is freed by the next `add` on this queue, by the
+  /// worker that brings it to ``handBackLimit`` items, and when a worker stops.
   ///
   /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
   /// reuses). Leaves `item` as it was when the work cannot be handed back (its reference is then released with the
@@ -399,13 +401,19 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// Takes the whole hand-back list and frees its items on this thread.
+  ///
+  /// The count goes down by the number freed, not to zero: a worker adds its batch to the count just after the batch
+  /// joined the list, so a reset could land between the two and leave the count a batch above (or below) what the
+  /// list holds, drifting further at each such race.
   func releaseHandedBack() {
     var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
-    handedBackCount.store(0, ordering: .relaxed)
+    var freed = 0
     while let node = next {
       next = node._withUnsafeGuaranteedRef { $0.registryPrevious.take() }
       node.release()
+      freed += 1
     }
+    if freed > 0 { handedBackCount.wrappingSubtract(freed, ordering: .relaxed) }
   }
 
   // MARK: - Control
