@@ -218,19 +218,23 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   private func pushIncoming(_ work: AnyWork, ready: Bool) {
     work.admittedReady = ready
-    Self.push(Unmanaged.passRetained(work), onto: incoming)
+    let node = Unmanaged.passRetained(work)
+    Self.push(newest: node, oldest: node, onto: incoming)
   }
 
-  /// Pushes `node` (the list takes its reference) on a lock-free list of items linked through `registryPrevious`
-  /// (`incoming`, the hand-back list); the link is written before the compare-exchange that publishes it, which
-  /// is sequentially consistent (as `incoming` needs; on x86-64 every compare-exchange is the same instruction).
+  /// Pushes the items from `newest` to `oldest` (already linked newest first through `registryPrevious`; one item
+  /// when they are the same; the list takes their references) on a lock-free list of items linked that way
+  /// (`incoming`, the hand-back list); the links are written before the compare-exchange that publishes them, which is
+  /// sequentially consistent (as `incoming` needs; on x86-64 every compare-exchange is the same instruction).
   @inline(__always)
-  private static func push(_ node: Unmanaged<AnyWork>, onto list: borrowing Atomic<UnsafeMutableRawPointer?>) {
+  private static func push(
+    newest: Unmanaged<AnyWork>, oldest: Unmanaged<AnyWork>, onto list: borrowing Atomic<UnsafeMutableRawPointer?>
+  ) {
     var head = list.load(ordering: .relaxed)
     while true {
-      node._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
+      oldest._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
       let (exchanged, original) = list.compareExchange(
-        expected: head, desired: node.toOpaque(), ordering: .sequentiallyConsistent)
+        expected: head, desired: newest.toOpaque(), ordering: .sequentiallyConsistent)
       if exchanged { return }
       head = original
     }
@@ -381,14 +385,7 @@ final class WorkEngine: @unchecked Sendable {
   /// it holds ``handBackLimit`` items.
   func flushHandBack(_ batch: inout HandBackBatch) {
     guard let newest = batch.newest, let oldest = batch.oldest else { return }
-    var head = handedBack.load(ordering: .relaxed)
-    while true {
-      oldest._withUnsafeGuaranteedRef { $0.registryPrevious = head.map { Unmanaged<AnyWork>.fromOpaque($0) } }
-      let (exchanged, original) = handedBack.compareExchange(
-        expected: head, desired: newest.toOpaque(), ordering: .sequentiallyConsistent)
-      if exchanged { break }
-      head = original
-    }
+    Self.push(newest: newest, oldest: oldest, onto: handedBack)
     let count = batch.count
     batch = HandBackBatch()
     if handedBackCount.wrappingAdd(count, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
