@@ -105,7 +105,7 @@ final class WorkEngine: @unchecked Sendable {
   /// Copies the scheduler's ready count and paused flag for lingering workers. Call with the lock held.
   @inline(__always)
   private func publishHints(_ state: borrowing EngineState) {
-    // Each stored only when it changed: a store takes the line from the adding thread, which reads the hints next to it.
+    // Each stored only when it changed: a store takes the line away from the lingering workers that watch it.
     let ready = state.scheduler.readyCount
     if readyHint.load(ordering: .relaxed) != ready { readyHint.store(ready, ordering: .relaxed) }
     let paused = state.scheduler.isPaused
