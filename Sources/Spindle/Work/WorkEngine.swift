@@ -335,8 +335,7 @@ final class WorkEngine: @unchecked Sendable {
   // MARK: - Handing finished items back
 
   /// How many items the hand-back list holds before the worker that brings it there frees it itself: a bound on the
-  /// memory the list holds while nobody adds work (a multiple of ``handBackBatchSize``, so the list itself stays below
-  /// it).
+  /// memory the list holds while nobody adds work (a worker's own batch adds fewer than ``handBackBatchSize``).
   static let handBackLimit = 128
 
   /// Hands the last reference to a finished item back to the thread that adds the next one, which frees it, if the

@@ -55,8 +55,8 @@ import Testing
     queue.resume()
     let count = await offPool { try? alive.wait() }
     #expect(count != nil)
-    // The list stays below `handBackLimit` less a batch (the flush that reaches it frees the list), and the worker
-    // holds fewer than `handBackBatchSize` more: together still fewer than `handBackLimit`.
+    // The list stays below `handBackLimit` (the flush that reaches it frees the list), and the worker's batch is on
+    // the list before this last item's body runs (nothing else is queued then).
     let bound = WorkEngine.handBackLimit
     #expect(
       (count ?? .max) < bound,
