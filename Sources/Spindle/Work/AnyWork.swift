@@ -88,6 +88,15 @@ public class AnyWork: @unchecked Sendable {
   // (the work waits), `dependencies` also reads it, under `lock`: the work becomes ready under that lock before any
   // thread takes it.
   @exclusivity(unchecked) @usableFromInline var valueSource: AnyWork?
+
+  /// ``valueSource`` (which must be set), read without a retain: for the thread that runs the body, the only one that
+  /// touches the field while the source is set, which keeps the source alive for as long as it uses the reference.
+  @inlinable
+  final var unretainedValueSource: Unmanaged<AnyWork> {
+    withUnsafeMutablePointer(to: &valueSource) { field in
+      field.withMemoryRebound(to: Unmanaged<AnyWork>?.self, capacity: 1) { $0.pointee.unsafelyUnwrapped }
+    }
+  }
   // lock: what the work waits for, until it is ready
   @exclusivity(unchecked) var dependencyList: DependencyList
   // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
@@ -350,7 +359,11 @@ public class AnyWork: @unchecked Sendable {
     // resilient module, and passing a `TaskPriority?` went through its value witnesses on every item (about 50 of an
     // independent item's 3,500 instructions, under callgrind).
     // `consume`: the body moves into the call (without it, the closure was retained for the call and released after).
-    switch run(consume body, trace: trace, priority: { owner.taskPriority }, key: owner.workKey) {
+    // The closure captures the engine unretained (the caller holds it for the call): capturing `owner` itself cost a
+    // retain and a release of the engine per item, on the line of memory that holds its reference count.
+    let unretainedOwner = Unmanaged.passUnretained(owner)
+    let key = owner.workKey
+    switch run(consume body, trace: trace, priority: { unretainedOwner.takeUnretainedValue().taskPriority }, key: key) {
     case .detached:
       return .detached
     case .ended(let termination):
@@ -603,7 +616,10 @@ public class AnyWork: @unchecked Sendable {
   /// The dependencies the work still waits for. Call with `lock` held: while the list is `.valueSource`, the work
   /// has not become ready, so its `valueSource` is not being taken by a worker.
   final func dependencyArrayLocked() -> [AnyWork] {
-    dependencyList.array(valueSource: valueSource)
+    // `valueSource` is read only while the list says it is the dependency (the work waits): once the work is ready,
+    // the thread that runs its body reads the field without the lock (see `unretainedValueSource`).
+    guard case .valueSource = dependencyList else { return dependencyList.array(valueSource: nil) }
+    return dependencyList.array(valueSource: valueSource)
   }
 
   // MARK: - Engine

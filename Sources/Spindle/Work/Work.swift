@@ -239,7 +239,9 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// The value of `work`'s ``AnyWork/valueSource`` (a `Work<Value>`), for its body. Only called by that body.
   @inlinable @inline(__always)
   static func valueOfSource(of work: AnyWork) -> Value {
-    unsafeDowncast(work.valueSource.unsafelyUnwrapped, to: self).dependencyValue()
+    // Read through an unretained reference: `work.valueSource` holds the source until this body has run, and only the
+    // thread running it touches the field meanwhile. Loaded as a strong reference, it was retained and released.
+    work.unretainedValueSource._withUnsafeGuaranteedRef { unsafeDowncast($0, to: self).dependencyValue() }
   }
 
   /// Runs a synchronous body for `work` (a `Work<Value>`) and stores its value.

@@ -264,7 +264,13 @@ final class WorkEngine: @unchecked Sendable {
       admitUnwired(work)
       return
     }
-    if !followsBarrier, let first, dependencies.isEmpty, first.hasFinishedSuccessfully {
+    // Unretained: the caller holds the dependencies for the whole call. Bound as they were (`if let first`, `for
+    // dependency in`), each was retained and released around its use, on a line of memory that the worker running
+    // the dependency writes at the same time (`swiftc -emit-sil` shows the pair; on a live chain, every item).
+    let firstUnretained = first.map { Unmanaged.passUnretained($0) }
+    if !followsBarrier, let firstUnretained, dependencies.isEmpty,
+      firstUnretained._withUnsafeGuaranteedRef({ $0.hasFinishedSuccessfully })
+    {
       // The one dependency already finished (a chain whose worker keeps up with its adder): nothing to wire, and
       // the item is admitted as one without dependencies, without the lock when a worker is there to take it. Its
       // value is safe to read: this thread saw the dependency finished under the dependency's lock.
@@ -281,10 +287,7 @@ final class WorkEngine: @unchecked Sendable {
       if let hook = admissionHook.withLock({ $0 }) { hook() }
     #endif
     if !aliveHint.load(ordering: .sequentiallyConsistent) { withState { _ in } }
-    // Unretained: the caller holds the dependencies for the whole call. Passed as they were (`if let first`, `for
-    // dependency in`), each was retained and released around `wire`, on a line of memory that the worker running
-    // the dependency writes at the same time (`swiftc -emit-sil` shows the pair; on a live chain, every item).
-    if let first = first.map({ Unmanaged.passUnretained($0) }), !wire(work, to: first) { return }
+    if let first = firstUnretained, !wire(work, to: first) { return }
     for index in dependencies.indices where !wire(work, to: Unmanaged.passUnretained(dependencies[index])) { return }
     if case .waiting = work.dependencyResolved(on: self) { return }
     makeReady(work)
@@ -361,12 +364,16 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   func handBack(_ item: inout AnyWork?, into batch: inout HandBackBatch) {
     guard !runsOnMain, isKnownUniquelyReferenced(&item) else { return }
+    // The reference moves out of `item` (put back below if the item cannot go): no retain here, no release when the
+    // caller's variable dies. Binding it to a constant to look at it was a retain and a release per item.
+    let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
     // Extras can be added after the work was created (an observer, a group's members, a cancel reason): checked
     // now, under the item's lock, which orders this read after every thread that wrote them (none can any more:
     // this is the only reference).
-    guard let work = item, work.lock.withLock({ work.extras == nil }) else { return }
-    // The reference moves out of `item` into the batch: no retain here, no release when the caller's variable dies.
-    let node = Unmanaged.passRetained(item.take().unsafelyUnwrapped)
+    guard node._withUnsafeGuaranteedRef({ work in work.lock.withLock { work.extras == nil } }) else {
+      item = node.takeRetainedValue()
+      return
+    }
     node._withUnsafeGuaranteedRef { $0.registryPrevious = batch.newest }
     if batch.oldest == nil { batch.oldest = node }
     batch.newest = node
@@ -580,14 +587,15 @@ struct EngineState {
       rare!.released = barriers.remove(at: index).followers
     }
     // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
-    let next = item.registryNext.take()
+    var next = item.registryNext.take()
     let previous = item.registryPrevious.take()
     next?.registryPrevious = previous
     if let previous {
-      // Alive: the link before it holds it (see `AnyWork.registryPrevious`), and we hold the lock.
-      previous._withUnsafeGuaranteedRef { $0.registryNext = next }
+      // Alive: the link before it holds it (see `AnyWork.registryPrevious`), and we hold the lock. `take`: moved,
+      // not copied (a copy was a retain here and a release when `next` died).
+      previous._withUnsafeGuaranteedRef { $0.registryNext = next.take() }
     } else {
-      registryHead = next
+      registryHead = next.take()
     }
     let waiters = scheduler.retired()
     if scheduler.unfinished == 0 { lastReference = keepAlive.take() }

@@ -273,4 +273,42 @@ import Testing
     let freed = await eventually { all.allSatisfy { $0.work == nil } }
     #expect(freed, "\(all.filter { $0.work != nil }.count) finished items are still alive")
   }
+
+  /// A chained body reads its source through an unretained reference, without the item's lock (see
+  /// `AnyWork.unretainedValueSource`); `dependencies` reads the same field under the lock while the item waits. A
+  /// thread that reads every item's `dependencies` while the chain runs must only ever see the item's own source or
+  /// nothing, and ThreadSanitizer (CI runs this suite under it) must see no race between the two.
+  @Test func dependenciesReadWhileAChainRunsSeeTheSourceOrNothing() async {
+    let queue = WorkQueue(name: "hand-back.dependencies", maxConcurrent: 2)
+    let length = 3_000
+    queue.suspend()
+    var items: [Work<Int>] = [queue.add { 0 }]
+    for _ in 1..<length { items.append(queue.add(after: items[items.count - 1]) { $0 + 1 }) }
+    let chain = items
+    let reading = Gate()
+    let wrong = Locked<[String]>([])
+    let reader = Task.detached {
+      await offPool {
+        reading.open()
+        var rounds = 0
+        let deadline = ContinuousClock.now + .seconds(60 * hangBoundScale)
+        while (chain[length - 1].state != .finished || rounds < 2) && ContinuousClock.now < deadline {
+          for index in 1..<length {
+            let seen = chain[index].dependencies
+            if !(seen.isEmpty || (seen.count == 1 && seen[0] === chain[index - 1])) {
+              wrong.withLock { $0.append("item \(index) listed \(seen.count) dependencies") }
+            }
+          }
+          rounds += 1
+        }
+      }
+    }
+    await offPool { reading.wait() }
+    queue.resume()
+    let last = await offPool { try? chain[length - 1].wait() }
+    await reader.value
+    #expect(last == length - 1)
+    #expect(wrong.withLock { $0 }.isEmpty, "\(wrong.withLock { $0.prefix(3) })")
+    #expect(chain.allSatisfy { $0.dependencies.isEmpty })
+  }
 }
