@@ -93,7 +93,15 @@ struct WorkScheduler<Item, Waiter> {
   }
 
   /// Takes a slot for each ready item that no lingering worker will take, while slots are free.
+  @inline(__always)
   mutating func takeStarts() -> SmallList<Item> {
+    // Most calls (every retirement) find nothing to start: answered inline, without the loop's setup.
+    guard readyCount > idle else { return SmallList() }
+    return takeStartsSlow()
+  }
+
+  @inline(never)
+  private mutating func takeStartsSlow() -> SmallList<Item> {
     var starts = SmallList<Item>()
     while !isPaused && slots < width && readyCount > idle, let item = popReady() {
       slots += 1
