@@ -89,8 +89,9 @@ public class AnyWork: @unchecked Sendable {
   // thread takes it.
   @exclusivity(unchecked) @usableFromInline var valueSource: AnyWork?
 
-  /// ``valueSource`` (which must be set), read without a retain: for the thread that runs the body, the only one that
-  /// touches the field while the source is set, which keeps the source alive for as long as it uses the reference.
+  /// ``valueSource`` (which must be set), read without a retain: for the thread that runs the body. From the moment the
+  /// work is ready until that thread lets go of the source, it is the only one that touches the field (while the work
+  /// waits, `dependencies` and the queue's report read it under the lock), and the field keeps the source alive.
   @inlinable
   final var unretainedValueSource: Unmanaged<AnyWork> {
     withUnsafeMutablePointer(to: &valueSource) { field in
