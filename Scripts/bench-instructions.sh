@@ -105,32 +105,10 @@ echo "Exporting $base…" >&2
 mkdir -p "$work/base"
 git archive "$base" | tar -x -C "$work/base"
 
-# A harness package per side, depending on that side's Spindle by path (the package's identity is the folder's
-# name).
-make_harness() {
-  local side=$1 spindle=$2
-  local identity
-  identity=$(basename "$spindle" | tr '[:upper:]' '[:lower:]')
-  mkdir -p "$work/harness-$side/Sources/harness"
-  cp Scripts/instructions/harness.swift "$work/harness-$side/Sources/harness/main.swift"
-  cat > "$work/harness-$side/Package.swift" << SWIFT
-// swift-tools-version:6.0
-import PackageDescription
-let package = Package(
-  name: "harness",
-  dependencies: [.package(path: "$spindle")],
-  targets: [.executableTarget(name: "harness", dependencies: [.product(name: "Spindle", package: "$identity")])]
-)
-SWIFT
-  echo "Building the $side side (release)…" >&2
-  swift build -c release --package-path "$work/harness-$side" --scratch-path "$work/build-$side" \
-    > "$work/build-$side.log" 2>&1 || {
-    cat "$work/build-$side.log" >&2
-    exit 1
-  }
-}
-make_harness base "$work/base"
-make_harness new "$PWD"
+# A harness package per side, depending on that side's Spindle by path.
+source Scripts/lib/harness-side.sh
+make_harness_side base "$work/base" Scripts/instructions/harness.swift "$work"
+make_harness_side new "$PWD" Scripts/instructions/harness.swift "$work"
 
 # Instructions of one run of the harness under callgrind.
 instructions() {
