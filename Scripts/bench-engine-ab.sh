@@ -23,12 +23,7 @@ workloads="independent chain fanin dag chain-run chain-add"
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 
-whole_number() {
-  if ! [[ "$2" =~ ^[1-9][0-9]{0,6}$ ]]; then
-    echo "bench-engine-ab.sh: $1 needs a whole number from 1 to 9999999, not '$2'" >&2
-    exit 2
-  fi
-}
+source Scripts/lib/bench-common.sh
 
 while (($# > 0)); do
   case "$1" in
@@ -37,7 +32,7 @@ while (($# > 0)); do
       shift 2
       ;;
     --count | --rounds | --reps)
-      whole_number "$1" "${2:-}"
+      whole_number bench-engine-ab.sh "$1" "${2:-}"
       case "$1" in
         --count) count=$2 ;;
         --rounds) rounds=$2 ;;
@@ -91,7 +86,6 @@ echo "Exporting $base…" >&2
 mkdir -p "$work/base"
 git archive "$base" | tar -x -C "$work/base"
 
-source Scripts/lib/harness-side.sh
 make_harness_side base "$work/base" Scripts/engine-ab/harness.swift "$work"
 make_harness_side new "$PWD" Scripts/engine-ab/harness.swift "$work"
 

@@ -25,22 +25,17 @@ scratch=/work/build/tbb-rel
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
-whole_number() {
-  if ! [[ "$2" =~ ^[1-9][0-9]{0,3}$ ]]; then
-    echo "bench-engine-peers.sh: $1 needs a whole number from 1 to 9999, not '$2'" >&2
-    exit 2
-  fi
-}
+source Scripts/lib/bench-common.sh
 
 while (($# > 0)); do
   case "$1" in
     --rounds)
-      whole_number "$1" "${2:-}"
+      whole_number bench-engine-peers.sh "$1" "${2:-}" 4
       rounds=$2
       shift 2
       ;;
     --runs)
-      whole_number "$1" "${2:-}"
+      whole_number bench-engine-peers.sh "$1" "${2:-}" 4
       runs=$2
       shift 2
       ;;

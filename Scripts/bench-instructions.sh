@@ -26,12 +26,7 @@ install=1
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
-whole_number() {
-  if ! [[ "$2" =~ ^[1-9][0-9]{0,6}$ ]]; then
-    echo "bench-instructions.sh: $1 needs a whole number from 1 to 9999999, not '$2'" >&2
-    exit 2
-  fi
-}
+source Scripts/lib/bench-common.sh
 
 while (($# > 0)); do
   case "$1" in
@@ -40,12 +35,12 @@ while (($# > 0)); do
       shift 2
       ;;
     --count)
-      whole_number "$1" "${2:-}"
+      whole_number bench-instructions.sh "$1" "${2:-}"
       count=$2
       shift 2
       ;;
     --repeats)
-      whole_number "$1" "${2:-}"
+      whole_number bench-instructions.sh "$1" "${2:-}"
       repeats=$2
       shift 2
       ;;
@@ -106,7 +101,6 @@ mkdir -p "$work/base"
 git archive "$base" | tar -x -C "$work/base"
 
 # A harness package per side, depending on that side's Spindle by path.
-source Scripts/lib/harness-side.sh
 make_harness_side base "$work/base" Scripts/instructions/harness.swift "$work"
 make_harness_side new "$PWD" Scripts/instructions/harness.swift "$work"
 

@@ -22,6 +22,7 @@ guard arguments.count == 4, let count = Int(arguments[2]), count >= 2, let reps 
 let mode = arguments[1]
 
 /// The engine benchmark's random DAG: up to 4 edges per node, half to the 64 nodes before it, half anywhere earlier.
+/// The same SplitMix64 steps as `SpindleBenchmarks`' generator, which a package outside Spindle cannot import.
 func randomGraph(_ count: Int) -> [[Int]] {
   var state: UInt64 = 0x9E37_79B9_7F4A_7C15
   func next() -> UInt64 {

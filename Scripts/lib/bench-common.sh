@@ -1,4 +1,14 @@
-# Shared by the scripts that compare this tree with a base revision through a small harness package (sourced, not run).
+# Shared by the benchmark scripts (sourced, not run).
+
+# whole_number SCRIPT FLAG VALUE [DIGITS]: exits with a message naming SCRIPT unless VALUE, given to FLAG, is a whole
+# number from 1 to DIGITS nines (default 7).
+whole_number() {
+  local digits=${4:-7}
+  if ! [[ "$3" =~ ^[1-9][0-9]{0,$((digits - 1))}$ ]]; then
+    echo "$1: $2 needs a whole number from 1 to $(printf '9%.0s' $(seq "$digits")), not '$3'" >&2
+    exit 2
+  fi
+}
 #
 # make_harness_side SIDE SPINDLE HARNESS WORK: writes $WORK/harness-$SIDE, a package whose one executable is the
 # Swift file HARNESS and which depends on the Spindle package at SPINDLE by path (the package's identity is that
