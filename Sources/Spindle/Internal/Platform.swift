@@ -15,6 +15,7 @@
 // - `Platform`: one-call facts and actions (processor count, thread id, yield, standard error, symbols, errno text).
 // - `PlatformMutex`, `PlatformCondition`: a pthread mutex and condition variable, which ThreadSanitizer sees.
 // - `ThreadLocalKey`: a pthread thread-specific slot holding a raw pointer.
+// - `ThreadLocalCell`: one pointer-sized cell per thread, found once, then read and written as plain memory.
 // - `PlatformThread`: starts a detached POSIX thread.
 
 /// One-call access to the C library for the whole package: facts about the machine and small system actions.
@@ -261,6 +262,53 @@ package struct ThreadLocalKey: @unchecked Sendable {
   package var value: UnsafeMutableRawPointer? {
     @inline(__always) get { pthread_getspecific(key) }
     @inline(__always) nonmutating set { pthread_setspecific(key, newValue) }
+  }
+}
+
+/// One pointer-sized cell per thread, made the first time a thread asks for it and freed when that thread exits.
+///
+/// ``ThreadLocalKey`` stores each value with `pthread_setspecific` (about 35 instructions in glibc); here the cell's
+/// address is looked up once, and what is set and restored many times after that is a plain store. For code that
+/// binds a value around each of many calls on the same thread, like the worker that binds each body's work item.
+///
+/// ```swift
+/// static let running = ThreadLocalCell()
+/// let cell = running.cell            // once per thread, or per loop
+/// let saved = cell.pointee
+/// cell.pointee = UnsafeMutableRawPointer(item)
+/// defer { cell.pointee = saved }
+/// ```
+// @unchecked Sendable: a pthread key is an immutable number; each thread reads and writes only its own cell.
+package struct ThreadLocalCell: @unchecked Sendable {
+  let key: pthread_key_t
+
+  /// Creates a key whose cells are freed at thread exit; stops the program if the process has run out of keys.
+  package init() {
+    var key = pthread_key_t()
+    #if canImport(Darwin)
+      let status = pthread_key_create(&key) { cell in cell.deallocate() }
+    #else
+      let status = pthread_key_create(&key) { cell in cell?.deallocate() }
+    #endif
+    precondition(status == 0, "Spindle: pthread_key_create failed with status \(status)")
+    self.key = key
+  }
+
+  /// The calling thread's cell, made now (holding nil) if the thread has none. Stable for the thread's life.
+  package var cell: UnsafeMutablePointer<UnsafeMutableRawPointer?> {
+    if let existing = pthread_getspecific(key) {
+      return existing.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+    }
+    let cell = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+    cell.initialize(to: nil)
+    let status = pthread_setspecific(key, cell)
+    precondition(status == 0, "Spindle: pthread_setspecific failed with status \(status)")
+    return cell
+  }
+
+  /// What the calling thread's cell holds; nil when the thread has no cell yet (no cell is made to read it).
+  package var value: UnsafeMutableRawPointer? {
+    pthread_getspecific(key)?.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
   }
 }
 

@@ -325,7 +325,11 @@ public class AnyWork: @unchecked Sendable {
   /// `owner` is the engine that took the item from its scheduler: the item's own `engine` (an item is queued and
   /// started only by the engine it holds, which it drops only when it completes, and ready work has not completed).
   /// The caller holds it for the whole call, so this reads nothing of `engine` (a load, a retain and a release).
-  final func execute(on owner: WorkEngine, handingBackInto batch: inout HandBackBatch) -> Execution {
+  final func execute(
+    on owner: WorkEngine,
+    handingBackInto batch: inout HandBackBatch,
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+  ) -> Execution {
     lock.lock()
     guard case .ready = phase else {
       lock.unlock()
@@ -351,7 +355,7 @@ public class AnyWork: @unchecked Sendable {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
       lock.unlock()
-      let execution = executeWithExtras(body, extras, trace)
+      let execution = executeWithExtras(body, extras, trace, cell: cell)
       if case .completed = execution, valueSource != nil { letGoOfValueSource(on: owner, batch: &batch) }
       return execution
     }
@@ -363,8 +367,9 @@ public class AnyWork: @unchecked Sendable {
     // The closure captures the engine unretained (the caller holds it for the call): capturing `owner` itself cost a
     // retain and a release of the engine per item, on the line of memory that holds its reference count.
     let unretainedOwner = Unmanaged.passUnretained(owner)
-    let key = owner.workKey
-    switch run(consume body, trace: trace, priority: { unretainedOwner.takeUnretainedValue().taskPriority }, key: key) {
+    let ran = run(
+      consume body, trace: trace, priority: { unretainedOwner.takeUnretainedValue().taskPriority }, cell: cell)
+    switch consume ran {
     case .detached:
       return .detached
     case .ended(let termination):
@@ -399,20 +404,20 @@ public class AnyWork: @unchecked Sendable {
 
   /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
   ///
-  /// `key` is the thread-specific slot of ``WorkContext`` (the engine keeps a copy: reading the global costs a
-  /// `swift_once` call at each use); `priority` gives the priority of an `async` body's task (called only for one).
+  /// `cell` is this thread's cell of ``threadWork``, where ``WorkContext`` finds the running item; `priority` gives the
+  /// priority of an `async` body's task (called only for one).
   private func run(
     _ body: consuming ErasedBody,
     trace: WorkTrace?,
     priority: () -> TaskPriority?,
-    key: ThreadLocalKey
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
   ) -> BodyRun {
     switch consume body {
     case .sync(let run):
       let start = trace?.now()
-      let saved = WorkContext.bind(self, key: key)
+      let saved = WorkContext.bind(self, cell: cell)
       let termination = run(self)
-      WorkContext.restore(saved, key: key)
+      WorkContext.restore(saved, cell: cell)
       if let trace, let start {
         trace.record(self, start: start, thread: currentThreadID(), termination: termination)
       }
@@ -433,10 +438,10 @@ public class AnyWork: @unchecked Sendable {
     case .callback(let run):
       lock.withLock { inBody = true }
       trace?.recordStart(self)
-      let saved = WorkContext.bind(self, key: key)
+      let saved = WorkContext.bind(self, cell: cell)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
       WorkContext.$taskWork.withValue(self) { run(self) }
-      WorkContext.restore(saved, key: key)
+      WorkContext.restore(saved, cell: cell)
       let inline: Termination? = lock.withLock {
         inBody = false
         defer { inlineTermination = nil }
@@ -481,7 +486,12 @@ public class AnyWork: @unchecked Sendable {
   }
 
   /// Runs a body of work that has extras: its condition first, a timeout timer, and a retry on failure.
-  private func executeWithExtras(_ body: ErasedBody, _ extras: WorkExtras, _ trace: WorkTrace?) -> Execution {
+  private func executeWithExtras(
+    _ body: ErasedBody,
+    _ extras: WorkExtras,
+    _ trace: WorkTrace?,
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+  ) -> Execution {
     if let key = extras.options.exclusive, !ExclusivityRegistry.shared.isHeld(key, by: self) {
       // Back to pending first, so that a release racing this call finds the item ready to be made ready.
       lock.withLock {
@@ -521,7 +531,7 @@ public class AnyWork: @unchecked Sendable {
     let priority = { [self] in
       extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.takeUnretainedValue().taskPriority }
     }
-    switch run(body, trace: trace, priority: priority, key: threadWorkKey) {
+    switch run(body, trace: trace, priority: priority, cell: cell) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
     }

@@ -32,7 +32,7 @@ extension WorkEngine {
     while item.isAsync {
       // An `async` body only starts here: nothing is handed back (its worker, or task, lets go of what it used).
       var unused = HandBackBatch()
-      let execution = item.execute(on: self, handingBackInto: &unused)
+      let execution = item.execute(on: self, handingBackInto: &unused, cell: workCell.cell)
       flushHandBack(&unused)  // empty today (only a synchronous `add(after:)` body lets go of a value source)
       switch consume execution {
       case .detached:
@@ -76,6 +76,8 @@ extension WorkEngine {
     var upcoming: AnyWork? = consume first
     // What this worker hands back (see `handBack`) gathers in `batch`; all of it is freed at the latest when it stops.
     var batch = HandBackBatch()
+    // This thread's cell for `WorkContext`, found once: each body is then bound with plain stores.
+    let cell = workCell.cell
     defer {
       flushHandBack(&batch)
       releaseHandedBackIfAny()
@@ -87,7 +89,7 @@ extension WorkEngine {
       if batch.count > 0 && readyHint.load(ordering: .relaxed) == 0 { flushHandBack(&batch) }
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
-      let execution = item.execute(on: self, handingBackInto: &batch)
+      let execution = item.execute(on: self, handingBackInto: &batch, cell: cell)
       switch consume execution {
       case .completed(var completed):
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess

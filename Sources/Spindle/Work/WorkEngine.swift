@@ -30,8 +30,8 @@ final class WorkEngine: @unchecked Sendable {
   #endif
 
   private let lockedState: Locked<EngineState>
-  /// ``threadWorkKey``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
-  let workKey = threadWorkKey
+  /// ``threadWork``, copied once: reading the lazily initialized global costs a `swift_once` call per use.
+  let workCell = threadWork
   /// Whether workers run on the main queue (``MainWorkQueue``): they never linger there.
   let runsOnMain: Bool
 
@@ -566,7 +566,7 @@ struct EngineState {
       keepAlive = engine
     }
     added += 1
-    if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
+    if observers.hasProgress { for continuation in observers.progress.values { continuation.yield(progress) } }
     scheduler.added()
     // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
     registryHead?.registryPrevious = Unmanaged.passUnretained(item)
@@ -581,7 +581,7 @@ struct EngineState {
     _ item: AnyWork, rare: inout RareRetirement?, lastReference: inout WorkEngine?
   ) -> [Waiter] {
     completed += 1
-    if !observers.progress.isEmpty { for continuation in observers.progress.values { continuation.yield(progress) } }
+    if observers.hasProgress { for continuation in observers.progress.values { continuation.yield(progress) } }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       if rare == nil { rare = RareRetirement() }
       rare!.released = barriers.remove(at: index).followers

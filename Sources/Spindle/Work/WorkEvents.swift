@@ -124,6 +124,10 @@ struct QueueObservers {
   private var nextID = 0
   private(set) var handlers: [Int: @Sendable (WorkEvent) -> Void] = [:]
   private(set) var progress: [Int: AsyncStream<WorkProgress>.Continuation] = [:]
+  /// Whether `progress` has continuations, kept beside it: every item's registration and retirement asks, and
+  /// `progress.isEmpty` looked up the dictionary's type metadata (its element type comes from a resilient module)
+  /// twice per item, under callgrind.
+  private(set) var hasProgress = false
 
   var isEmpty: Bool { handlers.isEmpty && progress.isEmpty }
 
@@ -136,12 +140,14 @@ struct QueueObservers {
   mutating func addProgress(_ continuation: AsyncStream<WorkProgress>.Continuation) -> Int {
     nextID += 1
     progress[nextID] = continuation
+    hasProgress = true
     return nextID
   }
 
   mutating func remove(_ id: Int) {
     handlers[id] = nil
     progress[id] = nil
+    hasProgress = !progress.isEmpty
   }
 }
 
