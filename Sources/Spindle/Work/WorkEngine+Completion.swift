@@ -5,7 +5,9 @@ extension WorkEngine {
     _ item: AnyWork,
     _ completed: inout Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
-    retire(item, &completed) { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
+    retire(item, &completed) { state, ready in
+      state.scheduler.workerDone(readying: &ready, priority: { $0.priority.rawValue }, mayLinger: !runsOnMain)
+    }
   }
 
   /// Retires an item that completed away from a worker's loop: cancelled, ended by a dependency, or an `async`
@@ -13,19 +15,23 @@ extension WorkEngine {
   func retire(_ item: AnyWork, completed: consuming Completed, releasingSlot: Bool = false) {
     trace?.recordEnd(item, termination: completed.termination)
     var completed = completed
-    let next = retire(item, &completed) { releasingSlot ? $0.scheduler.detachedBodyEnded() : nil }
+    let next = retire(item, &completed) { state, ready in
+      state.queue(&ready)
+      return releasingSlot ? state.scheduler.detachedBodyEnded() : nil
+    }
     // Work that ended without running (cancelled, or ended by a dependency) releases its body's captures now.
     item.dropStoredBody()
     if let next { startHolding(consume next) }
   }
 
-  /// Retires `item` in one visit to the lock: unregisters it, queues the dependents it made ready on this queue,
-  /// and asks `decide` what the slot it held (if any) does next; then does the rest outside the lock.
+  /// Retires `item` in one visit to the lock: unregisters it, and asks `decide` to queue the dependents it made ready
+  /// on this queue (the list it is given) and say what the slot it held (if any) does next; then does the rest
+  /// outside the lock.
   @inline(__always)
   private func retire<Next>(
     _ item: AnyWork,
     _ completed: inout Completed,
-    then decide: (inout EngineState) -> Next
+    then decide: (inout EngineState, inout SmallList<AnyWork>) -> Next
   ) -> Next {
     var ready = SmallList<AnyWork>()
     // Nil on the common path: no lists to destroy (a release call each) when nothing rare happened.
@@ -37,12 +43,7 @@ extension WorkEngine {
     propagate(&completed, ready: &ready, rare: &rare)
     let (next, starts, waiters) = withState { state in
       let waiters = state.unregister(item, rare: &rare, lastReference: &lastReference)
-      // Moved into the ready queue, not copied: no reference to a dependent is left here while a worker runs it.
-      ready.removeAll { (dependent: consuming AnyWork) in
-        let priority = dependent.priority.rawValue
-        state.scheduler.push(consume dependent, priority: priority)
-      }
-      let next = decide(&state)
+      let next = decide(&state, &ready)
       let starts = state.scheduler.takeStarts()
       if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       return (next, starts, waiters)

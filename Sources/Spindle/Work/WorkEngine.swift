@@ -574,6 +574,15 @@ struct EngineState {
     registryHead = consume item
   }
 
+  /// Queues the items in `ready` (dependents a retirement made ready), in order, leaving it empty. Moved into the
+  /// ready queue, not copied: no reference to a dependent is left behind while a worker runs it.
+  mutating func queue(_ ready: inout SmallList<AnyWork>) {
+    ready.removeAll { (dependent: consuming AnyWork) in
+      let priority = dependent.priority.rawValue
+      scheduler.push(consume dependent, priority: priority)
+    }
+  }
+
   /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
   /// followers of a barrier that completed in `rare.released`. When it was the last, the engine's reference to
   /// itself moves to `lastReference`, for the caller to release outside the lock.

@@ -161,6 +161,28 @@ struct WorkScheduler<Item, Waiter> {
     return .exit
   }
 
+  /// A worker finished its item, which made the items in `readied` ready (in order): queues them, as
+  /// ``push(_:priority:)`` would each, and returns the worker's next step, as ``workerDone(mayLinger:)`` would then.
+  ///
+  /// A lone item readied while nothing else is queued is the step's item at once, without the trip through the
+  /// queue that would end in the same place: the step every item of a chain takes. `readied` is left empty.
+  mutating func workerDone(
+    readying readied: inout SmallList<Item>,
+    priority: (borrowing Item) -> Int,
+    mayLinger: Bool
+  ) -> WorkerStep {
+    if readyCount == 0 && !isPaused && slots <= width, let first = readied.popFirst() {
+      if readied.isEmpty { return .run(first) }
+      let firstPriority = priority(first)
+      push(first, priority: firstPriority)
+    }
+    readied.removeAll { (item: consuming Item) in
+      let itemPriority = priority(item)
+      push(item, priority: itemPriority)
+    }
+    return workerDone(mayLinger: mayLinger)
+  }
+
   /// A lingering worker stopped watching (it saw ready work, a pause, or its time ran out).
   mutating func lingerEnded() -> WorkerStep {
     idle -= 1
