@@ -63,6 +63,13 @@ struct SmallList<Element> {
     }
   }
 
+  /// Moves the element out of a list of exactly one, leaving it empty; `nil` (and the list unchanged) otherwise.
+  @inline(__always)
+  mutating func popOnly() -> Element? {
+    guard case .one = storage else { return nil }
+    return popFirst()
+  }
+
   /// Empties the list, handing each element in order to `body`: a lone element moves out (no retain or release), the
   /// elements of a longer list are passed from its array, which is then released.
   mutating func removeAll(_ body: (consuming Element) throws -> Void) rethrows {

@@ -21,7 +21,15 @@ extension WorkEngine {
   /// outlive the item's run, so once the item and its dependents have finished, its value is released on time
   /// even while this thread is still on its way out (a late release here once kept a dependency's value alive
   /// past its dependent's completion handlers).
+  @inline(__always)
   func start(_ items: consuming SmallList<AnyWork>) {
+    // Most calls (every retirement) have nothing to start: answered inline.
+    guard !items.isEmpty else { return }
+    startAll(consume items)
+  }
+
+  @inline(never)
+  private func startAll(_ items: consuming SmallList<AnyWork>) {
     while let item = items.popFirst() { startHolding(consume item) }
   }
 

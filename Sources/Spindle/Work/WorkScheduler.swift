@@ -166,16 +166,24 @@ struct WorkScheduler<Item, Waiter> {
   ///
   /// A lone item readied while nothing else is queued is the step's item at once, without the trip through the
   /// queue that would end in the same place: the step every item of a chain takes. `readied` is left empty.
+  @inline(__always)
   mutating func workerDone(
     readying readied: inout SmallList<Item>,
     priority: (borrowing Item) -> Int,
     mayLinger: Bool
   ) -> WorkerStep {
-    if readyCount == 0 && !isPaused && slots <= width, let first = readied.popFirst() {
-      if readied.isEmpty { return .run(first) }
-      let firstPriority = priority(first)
-      push(first, priority: firstPriority)
-    }
+    if readyCount == 0 && !isPaused && slots <= width, let lone = readied.popOnly() { return .run(lone) }
+    return workerDone(queueing: &readied, priority: priority, mayLinger: mayLinger)
+  }
+
+  /// ``workerDone(readying:priority:mayLinger:)`` when the readied item cannot simply run next: none, several, or
+  /// others queued.
+  @inline(never)
+  private mutating func workerDone(
+    queueing readied: inout SmallList<Item>,
+    priority: (borrowing Item) -> Int,
+    mayLinger: Bool
+  ) -> WorkerStep {
     readied.removeAll { (item: consuming Item) in
       let itemPriority = priority(item)
       push(item, priority: itemPriority)

@@ -37,6 +37,15 @@ import Testing
     #expect(Array(list) == [8])
   }
 
+  @Test(arguments: [0, 1, 2, 3])
+  func popOnlyTakesTheElementOfAListOfOneAndLeavesLongerListsAlone(count: Int) {
+    var list = SmallList<Int>()
+    for value in 0..<count { list.append(value) }
+    let popped = list.popOnly()
+    #expect(popped == (count == 1 ? 0 : nil))
+    #expect(Array(list) == (count == 1 ? [] : Array(0..<count)))
+  }
+
   @Test(arguments: [0, 1, 2, 3, 17])
   func removeAllHandsOverEveryElementInOrderAndEmptiesTheList(count: Int) {
     var list = SmallList<Int>()
