@@ -34,21 +34,21 @@ extension WorkEngine {
     then decide: (inout EngineState, inout SmallList<AnyWork>) -> Next
   ) -> Next {
     var ready = SmallList<AnyWork>()
-    // Nil on the common path: no lists to destroy (a release call each) when nothing rare happened.
+    // Nil on the common path: no lists to destroy (one release call) when nothing rare happened.
     var rare: RareRetirement? = nil
     // The engine's reference to itself when this was its last unfinished item; released after everything below (the
     // caller holds the engine for the call in any case).
-    var lastReference: WorkEngine? = nil
-    defer { withExtendedLifetime(lastReference) {} }
+    var lastReference: Unmanaged<WorkEngine>? = nil
+    defer { lastReference?.release() }
     propagate(&completed, ready: &ready, rare: &rare)
-    let (next, starts, waiters) = withState { state in
-      let waiters = state.unregister(item, rare: &rare, lastReference: &lastReference)
+    let (next, starts) = withState { state in
+      state.unregister(item, rare: &rare, lastReference: &lastReference)
       let next = decide(&state, &ready)
       let starts = state.scheduler.takeStarts()
       if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
-      return (next, starts, waiters)
+      return (next, starts)
     }
-    finishRetiring(item, starts: consume starts, completed: completed, waiters: waiters, rare: rare)
+    finishRetiring(item, starts: consume starts, completed: completed, rare: rare)
     return next
   }
 
@@ -58,7 +58,6 @@ extension WorkEngine {
     _ item: AnyWork,
     starts: consuming SmallList<AnyWork>,
     completed: borrowing Completed,
-    waiters: [Waiter],
     rare: RareRetirement?
   ) {
     start(consume starts)
@@ -69,7 +68,7 @@ extension WorkEngine {
     completed.handlers.forEachElement { $0() }
     // Handlers registered after the item ended (it looked finished, but the queue still counts it) run now.
     item.markRetired().forEachElement { $0() }
-    if !waiters.isEmpty { Self.wake(waiters) }
+    if let rare, !rare.waiters.isEmpty { Self.wake(rare.waiters) }
     if let rare { Self.retireEndedDependents(of: rare) }
   }
 
@@ -151,7 +150,8 @@ extension WorkEngine {
 }
 
 /// What a retirement rarely has: dependents ready on other queues, dependents that ended without running (a
-/// failed or cancelled dependency), and the followers of a barrier that completed.
+/// failed or cancelled dependency), the followers of a barrier that completed, and the waiters to wake when the
+/// queue's last unfinished item retired.
 ///
 /// A class, so that the retirement's `RareRetirement?` is one reference, nil on the common path: destroying it is one
 /// release call. As a struct of three lists, destroying the optional went through `Optional`'s generic value witness
@@ -161,4 +161,5 @@ final class RareRetirement {
   var foreign = SmallList<(AnyWork, WorkEngine)>()
   var ended: [(AnyWork, Completed)] = []
   var released: [AnyWork] = []
+  var waiters: [Waiter] = []
 }

@@ -549,9 +549,11 @@ struct EngineState {
   var observers = QueueObservers()
   /// Items that got observers of their own (the queue then emits events).
   var itemObservers = 0
-  /// The engine itself while it has unfinished work: items refer to their engine without retaining it (see
+  /// The engine itself, retained, while it has unfinished work: items refer to their engine without retaining it (see
   /// `AnyWork.engine`), so the engine holds itself from the first item of a burst to the retirement of the last.
-  var keepAlive: WorkEngine?
+  /// Unmanaged, so that the retirement that takes it has a plain value to release outside the lock, and the others
+  /// nothing to destroy.
+  var keepAlive: Unmanaged<WorkEngine>?
 
   var progress: WorkProgress { WorkProgress(completed: completed, total: added) }
 
@@ -563,7 +565,7 @@ struct EngineState {
     if scheduler.unfinished == 0 {
       added = 0
       completed = 0
-      keepAlive = engine
+      keepAlive = Unmanaged.passRetained(engine)
     }
     added += 1
     if observers.hasProgress { for continuation in observers.progress.values { continuation.yield(progress) } }
@@ -583,12 +585,12 @@ struct EngineState {
     }
   }
 
-  /// Unlinks a completed item; returns the waiters to wake when it was the last unfinished one, and the
-  /// followers of a barrier that completed in `rare.released`. When it was the last, the engine's reference to
-  /// itself moves to `lastReference`, for the caller to release outside the lock.
+  /// Unlinks a completed item. In `rare` (made when needed): the followers of a barrier that completed, and the
+  /// waiters to wake when it was the last unfinished item. Then, the engine's reference to itself moves to
+  /// `lastReference`, for the caller to release outside the lock.
   mutating func unregister(
-    _ item: AnyWork, rare: inout RareRetirement?, lastReference: inout WorkEngine?
-  ) -> [Waiter] {
+    _ item: AnyWork, rare: inout RareRetirement?, lastReference: inout Unmanaged<WorkEngine>?
+  ) {
     completed += 1
     if observers.hasProgress { for continuation in observers.progress.values { continuation.yield(progress) } }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
@@ -606,9 +608,13 @@ struct EngineState {
     } else {
       registryHead = next.take()
     }
-    let waiters = scheduler.retired()
-    if scheduler.unfinished == 0 { lastReference = keepAlive.take() }
-    return waiters
+    if scheduler.retired() {
+      lastReference = keepAlive.take()
+      if !scheduler.waiters.isEmpty {
+        if rare == nil { rare = RareRetirement() }
+        rare!.waiters = scheduler.takeWaiters()
+      }
+    }
   }
 
   func unfinishedItems() -> [AnyWork] {

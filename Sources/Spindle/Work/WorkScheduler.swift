@@ -65,10 +65,16 @@ struct WorkScheduler<Item, Waiter> {
     unfinished += 1
   }
 
-  /// An item completed; returns the waiters to wake when it was the last unfinished one.
-  mutating func retired() -> [Waiter] {
+  /// An item completed; returns whether it was the last unfinished one (then ``takeWaiters()`` has whom to wake).
+  ///
+  /// A flag, not the list: an empty array returned on every retirement was a release call on every item.
+  mutating func retired() -> Bool {
     unfinished -= 1
-    guard unfinished == 0, !waiters.isEmpty else { return [] }
+    return unfinished == 0
+  }
+
+  /// Who waited for the queue to have no unfinished work; the list is left empty.
+  mutating func takeWaiters() -> [Waiter] {
     defer { waiters = [] }
     return waiters
   }

@@ -127,8 +127,12 @@ struct WorkSchedulerTests {
     let second = s.addWaiter(2)
     #expect(first && second)
     s.removeWaiters { $0 == 1 }
-    #expect(s.retired().isEmpty)
-    #expect(s.retired() == [2])
+    let firstWasLast = s.retired()
+    let secondWasLast = s.retired()
+    #expect(!firstWasLast && secondWasLast)
+    let woken = s.takeWaiters()
+    let wokenAgain = s.takeWaiters()
+    #expect(woken == [2] && wokenAgain.isEmpty)
   }
 
   // MARK: - Model-based
