@@ -59,6 +59,9 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var body: ErasedBody?
   // lock
   @exclusivity(unchecked) var phase: Phase
+  // lock: the error of work that failed or was cancelled with a reason (`phase` is `.failed` or
+  // `.cancelledWithReason`); set once, when the work completes
+  @exclusivity(unchecked) var failure: (any Error)?
   // lock
   @exclusivity(unchecked) var cancelRequested = false
   // lock: whether `cancelHandlers` may hold handlers (set when one is added), so that completing work needs no look at
@@ -635,10 +638,21 @@ public class AnyWork: @unchecked Sendable {
 
   // MARK: - Engine
 
+  /// How the work ended, or `nil` while it has not. Call with `lock` held.
+  final var terminationLocked: Termination? {
+    switch phase {
+    case .pending, .ready, .running: nil
+    case .finished: .finished
+    case .failed, .cancelledWithReason: .failed(failure!)
+    case .cancelled: .cancelled
+    }
+  }
+
   /// Moves the work to a final phase and takes what must happen after the lock is released.
   /// Call with `lock` held and the phase not yet final.
   final func completeLocked(_ termination: Termination) -> Completed {
     phase = Phase(termination)
+    if case .failed(let error) = termination { failure = error }
     // Only an `async` body has a task.
     if isAsync { runningTask = nil }
     // Moved out with `take` and `swap`, not copied and then cleared: each copy of a reference is a retain that
@@ -681,7 +695,7 @@ public class AnyWork: @unchecked Sendable {
   /// Records `dependent` to be told when this work completes; returns the termination instead if it already has.
   final func addDependent(_ dependent: AnyWork) -> Termination? {
     lock.withLock {
-      if let termination = phase.termination { return termination }
+      if let termination = terminationLocked { return termination }
       dependents.append(dependent)
       return nil
     }
@@ -748,37 +762,29 @@ public class AnyWork: @unchecked Sendable {
 }
 
 /// The internal life cycle of a work item (see ``WorkState`` for the public view).
+///
+/// Plain cases: the error of failed work (or of work cancelled with a reason) is in ``AnyWork/failure``. With the
+/// error as a payload, every change of phase (three or four per item) destroyed the old value through an outlined
+/// function call, about 36 instructions of a chained item's worker under callgrind.
 enum Phase {
   case pending
   case ready
   case running
   case finished
-  case failed(any Error)
+  case failed
   case cancelled
-  // Boxed: inline, its two strings made every phase (and every work item) 24 bytes larger, for a rare case.
-  indirect case cancelledWithReason(WorkCancellationError)
+  case cancelledWithReason
 
+  /// The phase of work that ended with `termination` (its error, if any, is kept beside it).
   init(_ termination: Termination) {
     switch termination {
     case .finished: self = .finished
-    case .failed(let error as WorkCancellationError): self = .cancelledWithReason(error)
-    case .failed(let error): self = .failed(error)
+    case .failed(let error): self = error is WorkCancellationError ? .cancelledWithReason : .failed
     case .cancelled: self = .cancelled
     }
   }
 
-  var termination: Termination? {
-    switch self {
-    case .pending, .ready, .running: nil
-    case .finished: .finished
-    case .failed(let error): .failed(error)
-    case .cancelled: .cancelled
-    case .cancelledWithReason(let error): .failed(error)
-    }
-  }
-
-  /// Whether the work completed (`termination != nil`, without building the termination: that copied the error and
-  /// destroyed the copy at each check).
+  /// Whether the work completed.
   var isFinal: Bool {
     switch self {
     case .pending, .ready, .running: false

@@ -127,9 +127,8 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     switch phase {
     case .pending, .ready, .running: nil
     case .finished: .success(Self.load(from: self))
-    case .failed(let error): .failure(error)
+    case .failed, .cancelledWithReason: .failure(failure!)
     case .cancelled: .failure(CancellationError())
-    case .cancelledWithReason(let error): .failure(error)
     }
   }
 
