@@ -795,18 +795,6 @@ extension WorkQueue {
     _ retry: WorkRetry?,
     _ exclusive: String?
   ) -> WorkExtras {
-    WorkExtras(options: slowOptions(type, qos, condition, delay, timeout, retry, exclusive))
-  }
-
-  static func slowOptions<Value: Sendable>(
-    _ type: Work<Value>.Type,
-    _ qos: DispatchQoS.QoSClass?,
-    _ condition: WorkCondition<Value>?,
-    _ delay: Duration?,
-    _ timeout: Duration?,
-    _ retry: WorkRetry?,
-    _ exclusive: String?
-  ) -> WorkOptions {
     if let timeout {
       precondition(timeout > .zero, "WorkQueue.add: timeout must be above zero, got \(timeout)")
     }
@@ -831,7 +819,7 @@ extension WorkQueue {
         }
       }
     }
-    return options
+    return WorkExtras(options: options)
   }
 
   /// The dependencies of a parameter-pack form, in order, followed by the ordering-only ones.

@@ -193,6 +193,20 @@ struct WorkSchedulerTests {
     var seq = 0
     var everLowered = false
 
+    /// Carries out a worker's next step in the model; a broken rule, or `nil`.
+    func follow(_ step: Scheduler.WorkerStep, _ m: inout Model) -> String? {
+      switch step {
+      case .run(let next):
+        // The worker keeps its slot for `next`.
+        return takeStart(next, &m, viaSlot: false)
+      case .linger:
+        m.lingering += 1
+      case .exit:
+        break
+      }
+      return nil
+    }
+
     func takeStart(_ item: Int, _ m: inout Model, viaSlot: Bool) -> String? {
       guard let best = m.best else { return "started \(item) but the model has nothing ready" }
       let expectedPriority = m.ready.first { $0.item == best }!.priority
@@ -242,17 +256,8 @@ struct WorkSchedulerTests {
         seq += 1
         starts = Array(s.makeReady(item, priority: priority))
       case .workerDone(let index, let mayLinger):
-        let item = m.workers.remove(at: index)
-        _ = item
-        switch s.workerDone(mayLinger: mayLinger) {
-        case .run(let next):
-          // The worker keeps its slot for `next`.
-          if let problem = takeStart(next, &m, viaSlot: false) { return problem }
-        case .linger:
-          m.lingering += 1
-        case .exit:
-          break
-        }
+        m.workers.remove(at: index)
+        if let problem = follow(s.workerDone(mayLinger: mayLinger), &m) { return problem }
         starts = Array(s.takeStarts())
       case .workerDoneReadying(let index, let mayLinger, let priorities):
         m.workers.remove(at: index)
@@ -267,14 +272,8 @@ struct WorkSchedulerTests {
           seq += 1
           readied.append(item)
         }
-        switch s.workerDone(readying: &readied, priority: { priorityOf[$0]! }, mayLinger: mayLinger) {
-        case .run(let next):
-          if let problem = takeStart(next, &m, viaSlot: false) { return problem }
-        case .linger:
-          m.lingering += 1
-        case .exit:
-          break
-        }
+        let step = s.workerDone(readying: &readied, priority: { priorityOf[$0]! }, mayLinger: mayLinger)
+        if let problem = follow(step, &m) { return problem }
         if !readied.isEmpty { return "workerDone(readying:) left items in the list it was given" }
         starts = Array(s.takeStarts())
       case .lingerEnded:
