@@ -149,6 +149,31 @@ import Testing
     #expect(ImageFile.temporaryFiles(in: folder).isEmpty)
   }
 
+  /// A callback that captures its batch (to cancel it, the usual reason) must not keep the batch alive once it
+  /// ended: it did, for the life of the process, with its queue, engine and buffers (found by LeakSanitizer).
+  @Test(arguments: [false, true])
+  func aBatchWhoseCallbackCapturesItIsFreedOnceItEnded(cancels: Bool) async throws {
+    let folder = try Self.folder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let items = try Self.items(6, in: folder)
+    weak var released: TiltShiftBatch?
+    weak var releasedQueue: WorkQueue?
+    do {
+      let batch = TiltShiftBatch(items: items, configuration: BatchConfiguration(jobs: 1, maxImagesInMemory: 1))
+      released = batch
+      releasedQueue = batch.queue
+      let watching = Task { for await _ in batch.workProgressUpdates {} }
+      let summary = await batch.run { _, progress in
+        if cancels && progress.completed == 2 { batch.cancel() }
+      }
+      #expect(summary.wasCancelled == cancels)
+      await watching.value
+    }
+    // The last references go with the batch's own queues' blocks, which may still be on their way out.
+    #expect(await eventually(within: 10) { released == nil }, "the batch is freed once it ended")
+    #expect(await eventually(within: 10) { releasedQueue == nil }, "and so is its queue")
+  }
+
   @Test func aBatchRunsOnceAndASecondRunReturnsTheSameSummary() async throws {
     let folder = try Self.folder()
     defer { try? FileManager.default.removeItem(atPath: folder) }

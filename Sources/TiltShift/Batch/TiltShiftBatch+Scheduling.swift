@@ -70,6 +70,9 @@ extension TiltShiftBatch {
         }
         guard state.inFlight == 0, state.next == items.count else { return .wait }
         state.finished = true
+        // The caller's callback is not needed any more: released now, so that one that captures the batch (to
+        // cancel it, say) does not keep the batch, its queue and its buffers alive for the life of the process.
+        state.onFileFinished = { _, _ in }
         defer { state.waiters = [] }
         return .finish(state.waiters)
       }
