@@ -179,7 +179,7 @@ public final class WorkTrace: Sendable {
   func now() -> Duration { ContinuousClock.now - origin }
 
   /// Records that `work` was added, with its dependencies (those recorded by this trace become edges).
-  func recordAdded(_ work: AnyWork, dependencies: [AnyWork]) {
+  func recordAdded(_ work: AnyWork, queue: String, dependencies: [AnyWork]) {
     let now = now()
     var edges: [Int] = []
     if !dependencies.isEmpty {
@@ -192,7 +192,7 @@ public final class WorkTrace: Sendable {
       }
     }
     let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-    let record = Record(id: id, name: work.name, queue: work.queueName, enqueued: now, dependencies: edges)
+    let record = Record(id: id, name: work.name, queue: queue, enqueued: now, dependencies: edges)
     shard(work).withLock { shard in
       shard.records.append(record)
       shard.indices[ObjectIdentifier(work)] = shard.records.count - 1
@@ -202,10 +202,11 @@ public final class WorkTrace: Sendable {
   /// Records a synchronous body that started at `start` on `thread` and has just ended.
   func record(_ work: AnyWork, start: Duration, thread: UInt64, termination: Termination) {
     let end = now()
+    let queue = work.queueName  // the work has not completed yet: its queue runs it
     let state = Phase(termination).state
     let completion = nextCompletion.wrappingAdd(1, ordering: .relaxed).oldValue
     shard(work).withLock { shard in
-      let index = shard.index(of: work, queue: work.queueName, now: start, trace: self)
+      let index = shard.index(of: work, queue: queue, now: start, trace: self)
       if shard.records[index].start == nil { shard.records[index].start = start }
       shard.records[index].thread = thread
       shard.records[index].attempts += 1
@@ -218,9 +219,10 @@ public final class WorkTrace: Sendable {
   /// Records the start of an `async` or callback body (each start counts as an attempt).
   func recordStart(_ work: AnyWork) {
     let start = now()
+    let queue = work.queueName  // as in `record`
     let thread = currentThreadID()
     shard(work).withLock { shard in
-      let index = shard.index(of: work, queue: work.queueName, now: start, trace: self)
+      let index = shard.index(of: work, queue: queue, now: start, trace: self)
       if shard.records[index].start == nil { shard.records[index].start = start }
       shard.records[index].thread = thread
       shard.records[index].attempts += 1
@@ -228,14 +230,15 @@ public final class WorkTrace: Sendable {
     }
   }
 
-  /// Records the end of an `async` or callback body started with `recordStart`, or of work that never ran.
-  func recordEnd(_ work: AnyWork, termination: Termination) {
+  /// Records the end of an `async` or callback body started with `recordStart`, or of work that never ran, on the
+  /// queue named `queue` (the work may have completed: it no longer knows its queue).
+  func recordEnd(_ work: AnyWork, queue: String, termination: Termination) {
     let end = now()
     let state = Phase(termination).state
     let completion = nextCompletion.wrappingAdd(1, ordering: .relaxed).oldValue
     let thread = currentThreadID()
     shard(work).withLock { shard in
-      let index = shard.index(of: work, queue: work.queueName, now: end, trace: self)
+      let index = shard.index(of: work, queue: queue, now: end, trace: self)
       if shard.records[index].start == nil { shard.records[index].thread = thread }
       shard.records[index].end = end
       shard.records[index].state = state

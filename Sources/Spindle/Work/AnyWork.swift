@@ -13,7 +13,7 @@ import Synchronization
 /// ```
 ///
 /// You cannot create an `AnyWork` yourself; ``WorkQueue`` creates ``Work`` items.
-// @unchecked Sendable: `name`, `queueName`, `isAsync` and `acceptsFailedDependencies` are immutable; `rawPriority`
+// @unchecked Sendable: `name`, `isAsync` and `acceptsFailedDependencies` are immutable; `rawPriority`
 // is atomic and changes only under the engine's lock;
 // the fields marked "lock" are only touched while holding `lock`; `remaining` is atomic; the `registry` fields
 // belong to the owning engine and are only touched while holding that engine's state lock.
@@ -64,7 +64,7 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var failure: (any Error)?
   // lock
   @exclusivity(unchecked) var cancelRequested = false
-  // lock: whether `cancelHandlers` may hold handlers (set when one is added), so that completing work needs no look at
+  // lock: whether `extras` may hold cancellation handlers (set when one is added), so that completing work needs no look
   // that field, which lies with the fields most items never use
   @exclusivity(unchecked) var mayHaveCancelHandlers = false
   // lock
@@ -103,7 +103,8 @@ public class AnyWork: @unchecked Sendable {
   }
   // lock: what the work waits for, until it is ready
   @exclusivity(unchecked) var dependencyList: DependencyList
-  // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason); nil for most
+  // lock: the state of the rarely used features (delay, timeout, retry, condition, cancel reason, cancellation
+  // handlers); nil for most
   @exclusivity(unchecked) var extras: WorkExtras?
 
   // The owning engine's state lock.
@@ -126,10 +127,6 @@ public class AnyWork: @unchecked Sendable {
 
   /// The name given when the work was added, used in traces and messages.
   public let name: String?
-  /// The name of the queue that runs the body.
-  let queueName: String
-  // lock: called at most once, when running work is cancelled
-  @exclusivity(unchecked) var cancelHandlers = SmallList<@Sendable () -> Void>()
   // lock
   @exclusivity(unchecked) var runningTask: Task<Void, Never>?
   // lock: whether a callback body's `finish` was called (or dropped)
@@ -153,7 +150,6 @@ public class AnyWork: @unchecked Sendable {
     body: consuming ErasedBody
   ) {
     if case .async = body { isAsync = true } else { isAsync = false }
-    self.queueName = engine.name
     self.engine = Unmanaged.passUnretained(engine)
     self.dependencyList = consume dependencies
     self.extras = consume extras
@@ -173,24 +169,25 @@ public class AnyWork: @unchecked Sendable {
     return true
   }
 
-  /// Reports a second call of `finish` (misuse; the call is ignored). Call without the lock: handlers are user code.
-  final func reportRepeatedFinish() {
+  /// Reports a second call of `finish` (misuse; the call is ignored) on the queue named `queue` (the work may have
+  /// completed, and left its queue). Call without the lock: handlers are user code.
+  final func reportRepeatedFinish(queue: String) {
     reportMisuse(
-      "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queueName)'; "
+      "Spindle: finish called more than once for work '\(name ?? "unnamed")' on WorkQueue '\(queue)'; "
         + "the extra call is ignored"
     )
   }
 
   /// The last copy of a callback body's `finish` was released: if it was never called, the work fails with
   /// ``WorkFinishDroppedError`` instead of holding its slot forever.
-  final func finishDropped() {
+  final func finishDropped(queue: String) {
     let dropped: Bool = lock.withLock {
       if finishCalled { return false }
       finishCalled = true
       return true
     }
     guard dropped else { return }
-    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queueName)))
+    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queue)))
   }
 
   /// Releases the typed body that `Work` stores for plain synchronous and callback work, once the work ended without
@@ -256,9 +253,7 @@ public class AnyWork: @unchecked Sendable {
           extras?.cancelReason = reason
         }
         cancelRequested = true
-        let handlers = cancelHandlers
-        cancelHandlers = SmallList()
-        return .running(runningTask, handlers)
+        return .running(runningTask, extras?.takeCancelHandlers() ?? SmallList())
       case .finished, .failed, .cancelled, .cancelledWithReason:
         return .none
       }
@@ -291,7 +286,9 @@ public class AnyWork: @unchecked Sendable {
       switch phase {
       case .running:
         if cancelRequested { return true }
-        cancelHandlers.append(handler)
+        // Kept with the rarely used state: an item that never gets a handler has no field for them.
+        if extras == nil { extras = WorkExtras(options: WorkOptions()) }
+        extras.unsafelyUnwrapped.cancelHandlers.append(handler)
         mayHaveCancelHandlers = true
         return false
       case .cancelled, .cancelledWithReason:
@@ -317,6 +314,21 @@ public class AnyWork: @unchecked Sendable {
   /// The engine while the work is unfinished.
   final var currentEngine: WorkEngine? {
     lock.withLock { engine?.takeUnretainedValue() }
+  }
+
+  /// The name of the queue that runs the work, while the work is unfinished ("" once it completed).
+  ///
+  /// Read from the engine, not kept in the item: a second string in every item was a copy made by the adding thread
+  /// and a release by the thread that frees the item, and 16 bytes on the lines the worker reads. What needs the name
+  /// after the work completed keeps its own copy (a callback body's `finish` handle, the trace's record).
+  final var queueName: String {
+    lock.withLock { queueNameLocked }
+  }
+
+  /// ``queueName``; call with `lock` held.
+  final var queueNameLocked: String {
+    // Alive: an engine holds itself while it has unfinished work, and the field is cleared when this work completes.
+    engine.map { $0.takeUnretainedValue().name } ?? ""
   }
 
   // MARK: - Running
@@ -451,7 +463,7 @@ public class AnyWork: @unchecked Sendable {
         return !phase.isFinal ? inlineTermination : nil
       }
       guard let inline else { return .detached }
-      trace?.recordEnd(self, termination: inline)
+      trace?.recordEnd(self, queue: queueName, termination: inline)
       return .ended(inline)
     }
   }
@@ -569,7 +581,7 @@ public class AnyWork: @unchecked Sendable {
   private func settleLocked(_ termination: Termination, retryable: Bool) -> Settled {
     guard let extras else { return .completed(completeLocked(termination)) }
     if extras.timedOut, let timeout = extras.options.timeout {
-      return .completed(completeLocked(.failed(WorkTimeoutError(work: name, queue: queueName, timeout: timeout))))
+      return .completed(completeLocked(.failed(WorkTimeoutError(work: name, queue: queueNameLocked, timeout: timeout))))
     }
     if case .cancelled = termination, let reason = extras.cancelReason {
       return .completed(completeLocked(.failed(WorkCancellationError(work: name, reason: reason))))
@@ -589,7 +601,7 @@ public class AnyWork: @unchecked Sendable {
       phase = .pending
       body = retryBody
       runningTask = nil
-      cancelHandlers = SmallList()
+      extras.cancelHandlers = SmallList()
       remaining.store(1, ordering: .releasing)
       return .retry(engine, wait)
     }
@@ -602,9 +614,7 @@ public class AnyWork: @unchecked Sendable {
       guard case .running = phase, let extras, extras.attempts == attempt, !extras.timedOut else { return nil }
       extras.timedOut = true
       cancelRequested = true
-      let handlers = cancelHandlers
-      cancelHandlers = SmallList()
-      return (runningTask, handlers)
+      return (runningTask, extras.takeCancelHandlers())
     }
     guard let (task, handlers) = action else { return }
     task?.cancel()
@@ -669,7 +679,7 @@ public class AnyWork: @unchecked Sendable {
     swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
     extras?.retryBody = nil
-    if mayHaveCancelHandlers, !cancelHandlers.isEmpty { cancelHandlers = SmallList() }
+    if mayHaveCancelHandlers { extras?.cancelHandlers = SmallList() }
     return completed
   }
 

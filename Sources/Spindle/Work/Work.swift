@@ -12,10 +12,10 @@ import Dispatch
 /// blur.onCompletion(on: .main) { result in show(result) }
 /// let image = try await blur.value
 /// ```
-// @unchecked Sendable: `valueWords`, `hasValue`, `syncBody` and `callbackBody` are guarded by `lock` (see AnyWork)
-// or, for the bodies, owned by the one thread that runs or drops them; the running body writes the value once
-// before the work completes under that lock.
-// Not final: `WorkAfter` keeps the typed body of `add(after:)`; it is the only subclass (the class is not `open`).
+// @unchecked Sendable: `valueWords` and `hasValue` are guarded by `lock` (see AnyWork); the running body writes the
+// value once before the work completes under that lock.
+// Not final: plain work keeps its typed body in a subclass (`WorkSync`, `WorkCallback`, `WorkAfter`; the class is not
+// `open`), so that each item carries one body field, and work with a wrapped body (`async`, or with options) none.
 public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   // The value of finished work. Guarded by `lock` (written without it only by the running body, before the work
   // completes under the lock); usable from inlinable code so that `runSync` specializes in the caller's module.
@@ -28,14 +28,6 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   @exclusivity(unchecked) @usableFromInline final var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
   // Whether `valueWords` holds a value (guarded as `valueWords`).
   @exclusivity(unchecked) @usableFromInline final var hasValue = false
-  // The body of plain synchronous work (no condition, delay, timeout, retry or exclusivity), kept typed so that
-  // `add` needs no wrapper closure around it: the erased body only calls `runStoredBody`, and captures nothing once
-  // `add` is specialized, so each such item costs one allocation fewer (two for the work and the wrapper before,
-  // when the body captures nothing). Written before the work is admitted; taken by the one thread that runs the
-  // body, or dropped by `dropStoredBody()` when the work ends without running.
-  @exclusivity(unchecked) @usableFromInline final var syncBody: (@Sendable () throws -> Value)?
-  // The same for plain callback work (see `runStoredCallback`).
-  @exclusivity(unchecked) @usableFromInline final var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
 
   deinit {
     if hasValue { Self.destroyValue(in: self) }
@@ -220,28 +212,6 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     return valueAddress(in: work).assumingMemoryBound(to: Value.self).pointee
   }
 
-  /// Runs the stored body of plain synchronous work (the erased body of the items `add` stores it for).
-  @inlinable
-  static func runStoredBody(_ work: AnyWork) -> Termination {
-    let work = unsafeDowncast(work, to: self)
-    guard let body = work.syncBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
-    return runSync(work) { try body() }
-  }
-
-  /// Runs the stored body of plain callback work, handing it its `finish`.
-  @inlinable
-  static func runStoredCallback(_ work: AnyWork) {
-    let work = unsafeDowncast(work, to: self)
-    guard let body = work.callbackBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
-    body(finishHandle(work))
-  }
-
-  override func dropStoredBody() {
-    super.dropStoredBody()
-    syncBody = nil
-    callbackBody = nil
-  }
-
   /// The value of `work`'s ``AnyWork/valueSource`` (a `Work<Value>`), for its body. Only called by that body.
   @inlinable @inline(__always)
   static func valueOfSource(of work: AnyWork) -> Value {
@@ -291,30 +261,77 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     WorkFinish(work: unsafeDowncast(work, to: self))
   }
 
-  /// Handles a call of a callback body's `finish`; reports and ignores every call after the first.
-  final func finishFromCallback(value: Value) {
+  /// Handles a call of a callback body's `finish` through `token`; reports and ignores every call after the first.
+  final func finishFromCallback(value: Value, token: FinishToken) {
     // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
     let first: Bool = lock.withLock {
       guard claimFinishLocked() else { return false }
       Self.keep(value, in: self)
       return true
     }
-    if first { finishDetached(.finished) } else { reportRepeatedFinish() }
+    if first { finishDetached(.finished) } else { reportRepeatedFinish(queue: token.queueName) }
   }
 
-  /// Handles a call of a callback body's `finish` with an error; reports and ignores every call after the first.
-  final func finishFromCallback(error: any Error) {
+  /// Handles a call of a callback body's `finish` with an error through `token`; reports and ignores every call after
+  /// the first.
+  final func finishFromCallback(error: any Error, token: FinishToken) {
     if lock.withLock({ claimFinishLocked() }) {
       finishDetached(Termination(error: error))
     } else {
-      reportRepeatedFinish()
+      reportRepeatedFinish(queue: token.queueName)
     }
   }
 }
 
+/// Plain synchronous work (no condition, delay, timeout, retry or exclusivity): the body is kept typed in the item,
+/// so that `add` needs no wrapper closure around it. The erased body only calls `runStoredBody`, and captures nothing
+/// once `add` is specialized, so each such item costs one allocation fewer (two for the work and the wrapper before,
+/// when the body captures nothing).
+///
+/// Each kind of plain body has a subclass of its own (this one, `WorkCallback`, `WorkAfter`) rather than a field of
+/// `Work`: with all three in `Work`, every item carried two empty 16-byte fields, which its deinit destroyed, on the
+/// cache lines that the adding thread writes and the worker reads.
+// @unchecked Sendable: as `Work`; `syncBody` is written before the work is admitted, then taken by the one thread that
+// runs the body, or dropped by `dropStoredBody()` when the work ends without running.
+@usableFromInline final class WorkSync<Value: Sendable>: Work<Value>, @unchecked Sendable {
+  @exclusivity(unchecked) @usableFromInline var syncBody: (@Sendable () throws -> Value)?
+
+  /// Runs the stored body and stores its value.
+  @inlinable
+  static func runStoredBody(_ work: AnyWork) -> Termination {
+    let work = unsafeDowncast(work, to: self)
+    guard let body = work.syncBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
+    return runSync(work) { try body() }
+  }
+
+  override func dropStoredBody() {
+    super.dropStoredBody()
+    syncBody = nil
+  }
+}
+
+/// Plain callback work: the callback body kept typed in the item, as `WorkSync` keeps a synchronous one.
+// @unchecked Sendable: as `WorkSync`.
+@usableFromInline final class WorkCallback<Value: Sendable>: Work<Value>, @unchecked Sendable {
+  @exclusivity(unchecked) @usableFromInline var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
+
+  /// Runs the stored body, handing it its `finish`.
+  @inlinable
+  static func runStoredCallback(_ work: AnyWork) {
+    let work = unsafeDowncast(work, to: self)
+    guard let body = work.callbackBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
+    body(finishHandle(work))
+  }
+
+  override func dropStoredBody() {
+    super.dropStoredBody()
+    callbackBody = nil
+  }
+}
+
 /// Plain synchronous work whose body receives the value of its one typed dependency (`add(after:)` without a
-/// condition, delay, timeout, retry or exclusivity): the body is kept typed in the item, as `Work.syncBody` is for
-/// work without a dependency, so that `add` needs no wrapper closure around it. The wrapper was a second allocation
+/// condition, delay, timeout, retry or exclusivity): the body is kept typed in the item, as `WorkSync` keeps one
+/// without a dependency, so that `add` needs no wrapper closure around it. The wrapper was a second allocation
 /// per item of a chain (`malloc` counted: two per item before, one after), made by the adding thread and freed by the
 /// worker that ran the body, under the adding thread's `malloc` arena lock.
 // @unchecked Sendable: as `Work`; `afterBody` is written before the work is admitted, then taken by the one thread

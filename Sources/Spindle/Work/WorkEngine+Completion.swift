@@ -13,7 +13,7 @@ extension WorkEngine {
   /// Retires an item that completed away from a worker's loop: cancelled, ended by a dependency, or an `async`
   /// or callback body that hands its slot on (`releasingSlot`). See ``Completed/retire(_:releasingSlot:)``.
   func retire(_ item: AnyWork, completed: consuming Completed, releasingSlot: Bool = false) {
-    trace?.recordEnd(item, termination: completed.termination)
+    trace?.recordEnd(item, queue: name, termination: completed.termination)
     var completed = completed
     let next = retire(item, &completed) { state, ready in
       state.queue(&ready)

@@ -483,17 +483,17 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
-    let (started, done, key, mayStartAgain): (Bool, Bool, String?, Bool) = work.lock.withLock {
+    let (started, done, key, mayStartAgain, queueName): (Bool, Bool, String?, Bool, String) = work.lock.withLock {
       let options = work.extras?.options
       return (
         work.phase.isStarted, work.phase.isFinal, options?.exclusive,
-        options?.retry != nil || options?.exclusive != nil
+        options?.retry != nil || options?.exclusive != nil, work.queueNameLocked
       )
     }
     // Not "unless started": while the key is held here, unfinished work with that key cannot be running its body,
     // even if a worker just took it (it is briefly `.running` until it finds the key taken and parks again).
     if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
-      throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", work.queueName)
+      throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
     // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another

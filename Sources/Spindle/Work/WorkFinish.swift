@@ -27,20 +27,20 @@ public struct WorkFinish<Value: Sendable>: Sendable {
 
   /// Completes the work with `value`.
   public func callAsFunction(_ value: Value) {
-    work.finishFromCallback(value: value)
+    work.finishFromCallback(value: value, token: token)
   }
 
   /// Completes the work with `result`; a `CancellationError` failure ends it as cancelled.
   public func callAsFunction(_ result: Result<Value, any Error>) {
     switch result {
-    case .success(let value): work.finishFromCallback(value: value)
-    case .failure(let error): work.finishFromCallback(error: error)
+    case .success(let value): work.finishFromCallback(value: value, token: token)
+    case .failure(let error): work.finishFromCallback(error: error, token: token)
     }
   }
 
   /// Completes the work as failed with `error` (or as cancelled when `error` is a `CancellationError`).
   public func callAsFunction(_ error: any Error) {
-    work.finishFromCallback(error: error)
+    work.finishFromCallback(error: error, token: token)
   }
 
   /// Whether the work has been cancelled while its body runs; poll it in long-running callbacks.
@@ -69,13 +69,17 @@ public struct WorkFinish<Value: Sendable>: Sendable {
 /// Not generic: a generic token's class metadata was looked up at run time for every callback item.
 final class FinishToken: Sendable {
   let work: AnyWork
+  /// The name of the work's queue, for the reports of a `finish` called twice or never (the work may have left its
+  /// queue by then); copied when the body starts, while the queue runs the work.
+  let queueName: String
 
   init(work: AnyWork) {
     self.work = work
+    self.queueName = work.queueName
   }
 
   deinit {
-    work.finishDropped()
+    work.finishDropped(queue: queueName)
   }
 }
 

@@ -180,6 +180,15 @@ final class WorkExtras {
   var cancelAlso: [AnyWork] = []
   /// The members' progress, on a group's work.
   var groupTally: GroupTally?
+  /// Called at most once, when running work is cancelled (``WorkContext/onCancel(_:)``, ``WorkFinish/onCancel(_:)``).
+  var cancelHandlers = SmallList<@Sendable () -> Void>()
+
+  /// The cancellation handlers, leaving none.
+  func takeCancelHandlers() -> SmallList<@Sendable () -> Void> {
+    var handlers = SmallList<@Sendable () -> Void>()
+    swap(&handlers, &cancelHandlers)
+    return handlers
+  }
 
   init(options: WorkOptions) {
     self.options = options

@@ -59,14 +59,13 @@ extension WorkQueue {
       )
     }
     return makeWork(
-      type,
+      WorkSync<Value>.self,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .sync { work in Work<Value>.runStoredBody(work) },
-      syncBody: body
-    )
+      body: .sync { work in WorkSync<Value>.runStoredBody(work) }
+    ) { work in unsafeDowncast(work, to: WorkSync<Value>.self).syncBody = body }
   }
 
   /// Adds work that runs an `async` body once its ordering-only dependencies (if any) finished.
@@ -884,14 +883,13 @@ extension WorkQueue {
       )
     }
     return makeWork(
-      type,
+      WorkCallback<Value>.self,
       name: name,
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { work in Work<Value>.runStoredCallback(work) },
-      callbackBody: body
-    )
+      body: .callback { work in WorkCallback<Value>.runStoredCallback(work) }
+    ) { work in unsafeDowncast(work, to: WorkCallback<Value>.self).callbackBody = body }
   }
 
   /// Adds work with a callback-style body that receives the value of `a` once it finished.

@@ -183,10 +183,9 @@ public final class WorkQueue: Sendable {
   /// Creates the work item for an `add` call and wires it to its dependencies.
   ///
   /// `type` is `Work<Value>.self`, looked up once by the caller, which also captures it in `body`. `first` is a
-  /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array. `syncBody` is the
-  /// typed body of plain synchronous work, whose `body` then only calls `Work.runStoredBody` (see `Work.syncBody`);
-  /// `callbackBody` the same for plain callback work. `type` may be a subclass that keeps a typed body of its own
-  /// (`WorkAfter`), which `prepare` stores before the work is admitted.
+  /// typed dependency passed on its own, so that a one-dependency `add(after:)` builds no array. `type` may be a
+  /// subclass that keeps the typed body of plain work (`WorkSync`, `WorkCallback`, `WorkAfter`), which `prepare`
+  /// stores before the work is admitted; `body` then only calls it.
   @usableFromInline
   func makeWork<Value: Sendable>(
     _ type: Work<Value>.Type,
@@ -197,8 +196,6 @@ public final class WorkQueue: Sendable {
     acceptsFailedDependencies: Bool,
     extras: consuming WorkExtras? = nil,
     body: consuming ErasedBody,
-    syncBody: consuming (@Sendable () throws -> Value)? = nil,
-    callbackBody: consuming (@Sendable (WorkFinish<Value>) -> Void)? = nil,
     valueSource: AnyWork? = nil,
     prepare: (Work<Value>) -> Void = { _ in }
   ) -> Work<Value> {
@@ -221,14 +218,13 @@ public final class WorkQueue: Sendable {
       extras: consume extras,
       body: consume body
     )
-    // Not `take()`: in this generic function, that looked up the metadata of the optional closure type on every item.
-    if let syncBody { work.syncBody = syncBody }
-    if let callbackBody { work.callbackBody = callbackBody }
     if freesOnlyMemory { work.freesOnlyMemory = true }
     if let valueSource { work.valueSource = valueSource }
     prepare(work)
     if let trace = engine.trace {
-      trace.recordAdded(work, dependencies: DependencyList(first: first, more: dependencies).array(valueSource: nil))
+      trace.recordAdded(
+        work, queue: engine.name, dependencies: DependencyList(first: first, more: dependencies).array(valueSource: nil)
+      )
     }
     engine.admit(work, first: first, dependencies: dependencies)
     if let delay { WorkEngine.makeReady(work, after: delay) }
