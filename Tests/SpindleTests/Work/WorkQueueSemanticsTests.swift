@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import SpindleTestSupport
 import Testing
 
 @testable import Spindle
@@ -279,6 +280,32 @@ struct WorkQueueSemanticsTests {
     #expect(messages.allSatisfy { $0.contains("finish called more than once") })
     #expect(work.state == .finished)
     #expect(queue.unfinishedCount == 0 && queue.runningCount == 0)
+  }
+
+  /// The item does not keep its queue's name (it reads it from the queue while it runs): a `finish` called again
+  /// after the work completed and its queue went away must still say which queue it was.
+  @Test("a finish called again after the work completed and its queue is gone still names the queue")
+  func lateSecondFinishNamesTheQueue() async throws {
+    let reports = MisuseRecorder.shared
+    let kept = Locked<WorkFinish<Int>?>(nil)
+    var queue: WorkQueue? = WorkQueue(name: "late-double")
+    weak let gone = queue
+    let name = "late-\(UInt64.random(in: 0...UInt64.max))"
+    let work: Work<Int> = queue!.addCallback(name: name) { finish in
+      kept.withLock { $0 = finish }
+      DispatchQueue.global().async { finish(1) }
+    }
+    #expect(try await work.value == 1)
+    try await queue!.allFinished()
+    queue = nil
+    #expect(await eventually(within: 10) { gone == nil }, "nothing keeps a queue whose work is over")
+    kept.withLock { $0?(2) }
+    let messages = reports.messages(containing: name)
+    #expect(messages.count == 1)
+    #expect(messages.first?.contains("on WorkQueue 'late-double'") == true, "\(messages)")
+    kept.withLock { $0 = nil }
+    #expect(work.state == .finished)
+    #expect(try work.result?.get() == 1, "the late call changes nothing")
   }
 }
 
