@@ -27,12 +27,13 @@ public class AnyWork: @unchecked Sendable {
   /// thumbnail.priority = .veryHigh   // it scrolled into view
   /// ```
   public var priority: WorkPriority {
-    get { WorkPriority(rawValue: rawPriority.load(ordering: .relaxed))! }
+    get { WorkPriority(rawValue: Int(rawPriority.load(ordering: .relaxed)))! }
     set { reprioritize(newValue) }
   }
 
-  /// The priority's raw value; written only under the engine's lock, before the work starts.
-  let rawPriority: Atomic<Int>
+  /// The priority's raw value; written only under the engine's lock, before the work starts. One byte: it shares
+  /// its word with the flags and the item's lock.
+  let rawPriority: Atomic<UInt8>
 
   /// Whether the body is `async` (it runs in a task of its own, started from whichever thread frees a slot).
   let isAsync: Bool
@@ -55,22 +56,18 @@ public class AnyWork: @unchecked Sendable {
   // this field was cleared. A strong reference here was a retain by the adding thread and a release by the worker
   // on every item, both on the engine's first line of memory, which every adding thread reads.
   @exclusivity(unchecked) var engine: Unmanaged<WorkEngine>?
+  // Declared in an order that leaves no padding between them (Swift lays the fields out as declared): the one-byte
+  // flags fill the bytes after `phase`, and the callback flags those after `dependents`' tag; with `rawPriority` one
+  // byte wide, an `add(after:)` item is 240 bytes (256 with `malloc`'s header: four cache lines).
   // lock (taken out, and so released, when the body starts or the work ends without running)
   @exclusivity(unchecked) var body: ErasedBody?
   // lock
   @exclusivity(unchecked) var phase: Phase
-  // lock: the error of work that failed or was cancelled with a reason (`phase` is `.failed` or
-  // `.cancelledWithReason`); set once, when the work completes
-  @exclusivity(unchecked) var failure: (any Error)?
   // lock
   @exclusivity(unchecked) var cancelRequested = false
-  // lock: whether `extras` may hold cancellation handlers (set when one is added), so that completing work needs no look
-  // that field, which lies with the fields most items never use
+  // lock: whether `extras` may hold cancellation handlers (set when one is added), so that completing work needs no
+  // look at `extras` otherwise
   @exclusivity(unchecked) var mayHaveCancelHandlers = false
-  // lock
-  @exclusivity(unchecked) var dependents = SmallList<AnyWork>()
-  // lock
-  @exclusivity(unchecked) var completionHandlers = SmallList<@Sendable () -> Void>()
   // lock: whether the engine has retired the ended work (its queue no longer counts it as unfinished)
   @exclusivity(unchecked) var isRetired = false
   // Set once, by the adding thread, before the work goes on its engine's incoming list: whether it was ready when
@@ -82,6 +79,17 @@ public class AnyWork: @unchecked Sendable {
   // plain, it has no extras), so a worker may hand its last reference back to the adding thread (see
   // `WorkEngine.handBack`) once it finished successfully.
   @exclusivity(unchecked) var freesOnlyMemory = false
+  // lock: the error of work that failed or was cancelled with a reason (`phase` is `.failed` or
+  // `.cancelledWithReason`); set once, when the work completes
+  @exclusivity(unchecked) var failure: (any Error)?
+  // lock
+  @exclusivity(unchecked) var dependents = SmallList<AnyWork>()
+  // lock: whether a callback body's `finish` was called (or dropped)
+  @exclusivity(unchecked) var finishCalled = false
+  // lock: a callback body is on the stack of the worker that started it
+  @exclusivity(unchecked) var inBody = false
+  // lock
+  @exclusivity(unchecked) var completionHandlers = SmallList<@Sendable () -> Void>()
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
   @exclusivity(unchecked) var startedAt: UInt64 = 0
   // The dependency whose value an `add(after:)` body receives, held here instead of in the body's closure: set before
@@ -122,17 +130,13 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
 
   // Below: what a plain synchronous item's worker does not touch (names for messages, the state of `async` and
-  // callback bodies, cancellation handlers). Declared last, so that the fields every item's worker reads and
+  // callback bodies). Declared last, so that the fields every item's worker reads and
   // writes share fewer cache lines: the worker takes each item's lines from the adding thread's cache.
 
   /// The name given when the work was added, used in traces and messages.
   public let name: String?
   // lock
   @exclusivity(unchecked) var runningTask: Task<Void, Never>?
-  // lock: whether a callback body's `finish` was called (or dropped)
-  @exclusivity(unchecked) var finishCalled = false
-  // lock: a callback body is on the stack of the worker that started it
-  @exclusivity(unchecked) var inBody = false
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
   @exclusivity(unchecked) var inlineTermination: Termination?
 
@@ -155,7 +159,7 @@ public class AnyWork: @unchecked Sendable {
     self.extras = consume extras
     self.body = consume body
     self.name = consume name
-    self.rawPriority = Atomic(priority.rawValue)
+    self.rawPriority = Atomic(UInt8(priority.rawValue))
     self.acceptsFailedDependencies = acceptsFailedDependencies
     self.remaining = Atomic(dependencyCount + 1)
     self.phase = .pending
@@ -303,10 +307,10 @@ public class AnyWork: @unchecked Sendable {
   private func reprioritize(_ newValue: WorkPriority) {
     guard let engine = lock.withLock({ phase.isStarted ? nil : engine?.takeUnretainedValue() }) else { return }
     engine.withState { state in
-      let old = rawPriority.load(ordering: .relaxed)
+      let old = Int(rawPriority.load(ordering: .relaxed))
       guard old != newValue.rawValue else { return }
       let wasReady = state.scheduler.removeReady(priority: old) { $0 === self }
-      rawPriority.store(newValue.rawValue, ordering: .relaxed)
+      rawPriority.store(UInt8(newValue.rawValue), ordering: .relaxed)
       if wasReady { state.scheduler.push(self, priority: newValue.rawValue) }
     }
   }

@@ -1,6 +1,6 @@
 import Dispatch
-import Synchronization
 import SpindleTestSupport
+import Synchronization
 import Testing
 
 @testable import Spindle
