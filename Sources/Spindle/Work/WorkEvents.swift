@@ -124,6 +124,8 @@ struct QueueObservers {
   private var nextID = 0
   private(set) var handlers: [Int: @Sendable (WorkEvent) -> Void] = [:]
   private(set) var progress: [Int: AsyncStream<WorkProgress>.Continuation] = [:]
+  /// How to end each stream of `handlers` (``WorkQueue/events``), when the queue ends.
+  private var streamEndings: [Int: @Sendable () -> Void] = [:]
   /// Whether `progress` has continuations, kept beside it: every item's registration and retirement asks, and
   /// `progress.isEmpty` looked up the dictionary's type metadata (its element type comes from a resilient module)
   /// twice per item, under callgrind.
@@ -131,9 +133,13 @@ struct QueueObservers {
 
   var isEmpty: Bool { handlers.isEmpty && progress.isEmpty }
 
-  mutating func add(_ handler: @escaping @Sendable (WorkEvent) -> Void) -> Int {
+  /// Adds `handler`; `ending`, if given, ends the stream it feeds when the queue ends (``takeEndings()``).
+  mutating func add(
+    _ handler: @escaping @Sendable (WorkEvent) -> Void, ending: (@Sendable () -> Void)? = nil
+  ) -> Int {
     nextID += 1
     handlers[nextID] = handler
+    if let ending { streamEndings[nextID] = ending }
     return nextID
   }
 
@@ -147,7 +153,16 @@ struct QueueObservers {
   mutating func remove(_ id: Int) {
     handlers[id] = nil
     progress[id] = nil
+    streamEndings[id] = nil
     hasProgress = !progress.isEmpty
+  }
+
+  /// What ends every stream of the queue's events and progress, leaving no observers: for the queue's end.
+  mutating func takeEndings() -> [@Sendable () -> Void] {
+    var endings = Array(streamEndings.values)
+    for continuation in progress.values { endings.append { continuation.finish() } }
+    self = QueueObservers()
+    return endings
   }
 }
 
@@ -173,7 +188,21 @@ extension WorkEngine {
       isObserved.store(true, ordering: .relaxed)
       return id
     }
-    return WorkObservation { [self] in removeObserver(id) }
+    // Weak: an observation kept by its caller must not keep the queue's engine (and with it the queue's streams)
+    // alive; once the engine is gone there is nothing to remove.
+    return WorkObservation { [weak self] in self?.removeObserver(id) }
+  }
+
+  /// A stream of the queue's events from now on; it ends when its consumer stops, or with the engine (see `deinit`).
+  func eventStream() -> AsyncStream<WorkEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: WorkEvent.self)
+    let id = withState { state in
+      let id = state.observers.add({ event in continuation.yield(event) }, ending: { continuation.finish() })
+      isObserved.store(true, ordering: .relaxed)
+      return id
+    }
+    continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
+    return stream
   }
 
   func removeObserver(_ id: Int) {

@@ -82,16 +82,16 @@ extension WorkQueue {
     engine.observe(handler)
   }
 
-  /// The events of every item of this queue from now on, as an `AsyncStream` (it ends when you stop iterating).
+  /// The events of every item of this queue from now on, as an `AsyncStream`.
+  ///
+  /// It ends when you stop iterating, or once the queue is gone: its last handle released and its work over. It does
+  /// not keep the queue alive.
   ///
   /// ```swift
-  /// for await event in queue.events { log(event) }
+  /// for await event in queue.events { log(event) }   // ends with the queue
   /// ```
   public var events: AsyncStream<WorkEvent> {
-    let (stream, continuation) = AsyncStream.makeStream(of: WorkEvent.self)
-    let observation = engine.observe { event in continuation.yield(event) }
-    continuation.onTermination = { _ in observation.cancel() }
-    return stream
+    engine.eventStream()
   }
 
   /// How much of the current burst of work is done: completed of added, since the queue was last idle.
@@ -100,6 +100,9 @@ extension WorkQueue {
   }
 
   /// The queue's progress now and after every change, as an `AsyncStream` (newest value kept).
+  ///
+  /// It ends when you stop iterating, or once the queue is gone: its last handle released and its work over. It does
+  /// not keep the queue alive.
   ///
   /// ```swift
   /// for await p in queue.progressUpdates { bar.show(p.completed, of: p.total) }

@@ -1,4 +1,5 @@
 import Dispatch
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -357,6 +358,43 @@ struct WorkQueueFeatureTests {
     #expect(await watcher.value)
     queue.add {}
     #expect(queue.progress.total == 1)
+  }
+
+  /// A loop over a queue's stream (a progress bar's task, SpindleFoundation's `makeProgress`) once waited for ever
+  /// when the queue went away, and the task and the stream were never freed (found by LeakSanitizer); an observation
+  /// kept by its caller kept the queue's engine alive.
+  @Test("progressUpdates and events end once the queue is gone, and neither keeps the queue alive")
+  func streamsEndWithTheQueue() async throws {
+    var queue: WorkQueue? = WorkQueue(name: "ending", maxConcurrent: 2)
+    weak let engine = queue!.engine
+    let progress = queue!.progressUpdates
+    let events = queue!.events
+    let observation = queue!.observe { _ in }
+    let progressEnded = Locked(false)
+    let eventsSeen = Locked(0)
+    let eventsEnded = Locked(false)
+    let progressLoop = Task {
+      for await _ in progress {}
+      progressEnded.withLock { $0 = true }
+    }
+    let eventsLoop = Task {
+      for await _ in events { eventsSeen.withLock { $0 += 1 } }
+      eventsEnded.withLock { $0 = true }
+    }
+    for index in 0..<20 { queue!.add { index } }
+    try await queue!.allFinished()
+    #expect(await eventually(within: 10) { eventsSeen.withLock { $0 } >= 20 }, "the stream saw the events first")
+    #expect(!progressEnded.withLock { $0 } && !eventsEnded.withLock { $0 }, "a live queue's streams go on")
+    queue = nil
+    #expect(await eventually(within: 10) { engine == nil }, "neither the streams nor the observation keep it")
+    #expect(await eventually(within: 10) { progressEnded.withLock { $0 } }, "progressUpdates ended")
+    #expect(await eventually(within: 10) { eventsEnded.withLock { $0 } }, "events ended")
+    observation.cancel()  // after its queue is gone: nothing to remove, no crash
+    // Bounded even if a stream never ended: cancelling its task ends the loop.
+    progressLoop.cancel()
+    eventsLoop.cancel()
+    await progressLoop.value
+    await eventsLoop.value
   }
 
   @Test("dependencies and the stuck-queue report name what each item waits for")
