@@ -15,7 +15,7 @@
 # Leaks fail the run too (LeakSanitizer, at the end of each test process): memory nothing refers to any more, such
 # as a reference cycle. Scripts/lsan-suppressions.txt lists what the toolchain's own libraries keep until exit
 # (Foundation's Process, XCTest); nothing of Spindle's is suppressed. It found a batch kept alive for the life of the
-# process by a callback that captured it. The weak-reference tests (Tests/SpindleTests/Reliability/MemoryTests.swift,
+# process by a callback that captured it, and loops over a queue's streams that waited for ever once it was gone. The weak-reference tests (Tests/SpindleTests/Reliability/MemoryTests.swift,
 # TaskBridgeTests.swift) check the same for memory that stays reachable.
 set -uo pipefail
 cd "$(dirname "$0")/.."
