@@ -55,4 +55,4 @@ if [ "$status" -ne 0 ]; then
   echo "asan.sh: swift test --sanitize=address exited $status after ${seconds}s"
   exit "$status"
 fi
-echo "asan.sh: no AddressSanitizer report; build and tests took ${seconds}s"
+echo "asan.sh: no AddressSanitizer or LeakSanitizer report; build and tests took ${seconds}s"
