@@ -165,13 +165,17 @@ public class AnyWork: @unchecked Sendable {
     self.phase = .pending
   }
 
-  /// Records the first call of a callback body's `finish`; `false` for any later one (the caller then reports it
-  /// with ``reportRepeatedFinish()`` once unlocked). Call with `lock` held.
-  final func claimFinishLocked() -> Bool {
-    guard !finishCalled else { return false }
+  /// Records the first call of the running attempt's `finish` (through its `token`); `false` for any later one, and
+  /// for a `finish` of an earlier attempt (the caller then reports it with ``reportRepeatedFinish(queue:)`` once
+  /// unlocked). Call with `lock` held.
+  final func claimFinishLocked(_ token: FinishToken) -> Bool {
+    guard !finishCalled, token.attempt == attemptLocked else { return false }
     finishCalled = true
     return true
   }
+
+  /// The number of the running (or last) attempt. Call with `lock` held.
+  final var attemptLocked: Int { extras?.attempts ?? 1 }
 
   /// Reports a second call of `finish` (misuse; the call is ignored) on the queue named `queue` (the work may have
   /// completed, and left its queue). Call without the lock: handlers are user code.
@@ -182,16 +186,17 @@ public class AnyWork: @unchecked Sendable {
     )
   }
 
-  /// The last copy of a callback body's `finish` was released: if it was never called, the work fails with
-  /// ``WorkFinishDroppedError`` instead of holding its slot forever.
-  final func finishDropped(queue: String) {
+  /// The last copy of a callback body's `finish` (`token`) was released: if it was never called, the work fails
+  /// with ``WorkFinishDroppedError`` instead of holding its slot forever. A `finish` of an attempt that already ended
+  /// (the work is being retried) changes nothing.
+  final func finishDropped(_ token: FinishToken) {
     let dropped: Bool = lock.withLock {
-      if finishCalled { return false }
+      if finishCalled || token.attempt != attemptLocked { return false }
       finishCalled = true
       return true
     }
     guard dropped else { return }
-    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: queue)))
+    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: token.queueName)))
   }
 
   /// Releases the typed body that `Work` stores for plain synchronous and callback work, once the work ended without
@@ -604,6 +609,8 @@ public class AnyWork: @unchecked Sendable {
       extras.attempts += 1
       phase = .pending
       body = retryBody
+      // The next attempt's body gets a `finish` of its own (its token carries the new attempt's number).
+      finishCalled = false
       runningTask = nil
       extras.cancelHandlers = SmallList()
       remaining.store(1, ordering: .releasing)

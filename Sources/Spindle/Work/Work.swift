@@ -265,7 +265,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   final func finishFromCallback(value: Value, token: FinishToken) {
     // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
     let first: Bool = lock.withLock {
-      guard claimFinishLocked() else { return false }
+      guard claimFinishLocked(token) else { return false }
       Self.keep(value, in: self)
       return true
     }
@@ -275,7 +275,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// Handles a call of a callback body's `finish` with an error through `token`; reports and ignores every call after
   /// the first.
   final func finishFromCallback(error: any Error, token: FinishToken) {
-    if lock.withLock({ claimFinishLocked() }) {
+    if lock.withLock({ claimFinishLocked(token) }) {
       finishDetached(Termination(error: error))
     } else {
       reportRepeatedFinish(queue: token.queueName)

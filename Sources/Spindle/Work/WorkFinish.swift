@@ -69,17 +69,20 @@ public struct WorkFinish<Value: Sendable>: Sendable {
 /// Not generic: a generic token's class metadata was looked up at run time for every callback item.
 final class FinishToken: Sendable {
   let work: AnyWork
+  /// The attempt whose body got this `finish`: a retried callback body gets a new one for each attempt, and a call
+  /// (or the release) of an earlier attempt's `finish` must not end the one running now.
+  let attempt: Int
   /// The name of the work's queue, for the reports of a `finish` called twice or never (the work may have left its
   /// queue by then); copied when the body starts, while the queue runs the work.
   let queueName: String
 
   init(work: AnyWork) {
     self.work = work
-    self.queueName = work.queueName
+    (attempt, queueName) = work.lock.withLock { (work.attemptLocked, work.queueNameLocked) }
   }
 
   deinit {
-    work.finishDropped(queue: queueName)
+    work.finishDropped(self)
   }
 }
 

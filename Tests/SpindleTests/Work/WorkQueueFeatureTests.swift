@@ -138,6 +138,41 @@ struct WorkQueueFeatureTests {
     #expect(picky.attempts == 1)
   }
 
+  /// A retried callback body gets a new `finish` for each attempt. The second attempt's was taken for a repeated
+  /// call of the first's and ignored, so the work never completed and held its slot for ever.
+  @Test("retry: each attempt of a callback body has its own finish; an earlier attempt's cannot end a later one")
+  func retriedCallbackBodies() async throws {
+    struct Flaky: Error {}
+    let reports = MisuseRecorder.shared
+    let queue = WorkQueue(name: "retry-callbacks", maxConcurrent: 1)
+    let attempts = Atomic<Int>(0)
+    let first = Locked<WorkFinish<Int>?>(nil)
+    let name = "flaky-\(UInt64.random(in: 0...UInt64.max))"
+    let work: Work<Int> = queue.addCallback(name: name, retry: WorkRetry(maxAttempts: 3, delay: { _ in .zero })) {
+      finish in
+      let attempt = attempts.add(1, ordering: .relaxed).newValue
+      if attempt == 1 {
+        first.withLock { $0 = finish }  // kept past this attempt's end
+        DispatchQueue.global().async { finish(Flaky()) }
+      } else {
+        // The first attempt's finish, called again while this attempt runs (ignored and reported), then released
+        // (which must not fail this attempt as a dropped finish).
+        first.withLock { kept in
+          kept?(99)
+          kept = nil
+        }
+        DispatchQueue.global().async { finish(attempt) }
+      }
+    }
+    // Bounded: broken, the work never completes.
+    #expect(await eventually(within: 10) { work.result != nil }, "the retried work completed")
+    guard work.result != nil else { return }
+    #expect(try work.result?.get() == 2)
+    #expect(attempts.load(ordering: .relaxed) == 2)
+    #expect(work.attempts == 2)
+    #expect(reports.messages(containing: name).count == 1, "the first attempt's late call is reported")
+  }
+
   @Test("retry: cancelling stops the retrying; waiting between attempts holds no slot")
   func cancelStopsRetry() async throws {
     let queue = WorkQueue(name: "retry-cancel", maxConcurrent: 1)
