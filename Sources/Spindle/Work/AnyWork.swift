@@ -449,7 +449,9 @@ public class AnyWork: @unchecked Sendable {
     case .async(let run):
       let task = Task(priority: priority()) { [self] in
         trace?.recordStart(self)
-        let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
+        // The work has not completed: it ends with `finishDetached` below.
+        let binding = WorkContext.TaskBinding(work: self, queueName: queueName)
+        let termination = await WorkContext.$taskBinding.withValue(binding) { await run(self) }
         finishDetached(termination)
       }
       let cancelNow: Bool = lock.withLock {
@@ -460,11 +462,14 @@ public class AnyWork: @unchecked Sendable {
       if cancelNow { task.cancel() }
       return .detached
     case .callback(let run):
-      lock.withLock { inBody = true }
+      let queue: String = lock.withLock {
+        inBody = true
+        return queueNameLocked
+      }
       trace?.recordStart(self)
       let saved = WorkContext.bind(self, cell: cell)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
-      WorkContext.$taskWork.withValue(self) { run(self) }
+      WorkContext.$taskBinding.withValue(WorkContext.TaskBinding(work: self, queueName: queue)) { run(self) }
       WorkContext.restore(saved, cell: cell)
       let inline: Termination? = lock.withLock {
         inBody = false
@@ -472,7 +477,7 @@ public class AnyWork: @unchecked Sendable {
         return !phase.isFinal ? inlineTermination : nil
       }
       guard let inline else { return .detached }
-      trace?.recordEnd(self, queue: queueName, termination: inline)
+      trace?.recordEnd(self, queue: queue, termination: inline)
       return .ended(inline)
     }
   }
@@ -494,7 +499,7 @@ public class AnyWork: @unchecked Sendable {
       break
     case .completed(let completed):
       completed.retire(self, releasingSlot: true)
-    case .retry(let engine, let wait):
+    case .retry(let engine, let wait, _):
       if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
       engine.retryLater(self, after: wait, releasingSlot: true)
     }
@@ -505,8 +510,9 @@ public class AnyWork: @unchecked Sendable {
   /// How an attempt ended once the rarely used features had their say.
   enum Settled {
     case completed(Completed)
-    /// Another attempt, after `wait`; the work is pending again and gives its slot back.
-    case retry(WorkEngine, Duration)
+    /// Another attempt, after `wait`; the work is pending again and gives its slot back. The last attempt's
+    /// cancellation handlers go with it, released once the lock is (see ``Completed/droppedCancelHandlers``).
+    case retry(WorkEngine, Duration, SmallList<@Sendable () -> Void>)
   }
 
   /// Runs a body of work that has extras: its condition first, a timeout timer, and a retry on failure.
@@ -571,7 +577,7 @@ public class AnyWork: @unchecked Sendable {
     switch settled {
     case nil: preconditionFailure("Spindle: running work completed twice")
     case .completed(let completed): return .completed(completed)
-    case .retry(let engine, let wait):
+    case .retry(let engine, let wait, _):
       if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
       return .retry(wait)
     }
@@ -612,9 +618,8 @@ public class AnyWork: @unchecked Sendable {
       // The next attempt's body gets a `finish` of its own (its token carries the new attempt's number).
       finishCalled = false
       runningTask = nil
-      extras.cancelHandlers = SmallList()
       remaining.store(1, ordering: .releasing)
-      return .retry(engine, wait)
+      return .retry(engine, wait, extras.takeCancelHandlers())
     }
     return .completed(completeLocked(termination))
   }
@@ -690,7 +695,9 @@ public class AnyWork: @unchecked Sendable {
     swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
     extras?.retryBody = nil
-    if mayHaveCancelHandlers { extras?.cancelHandlers = SmallList() }
+    // Out of the item, but released with `Completed`, after the lock: a handler may hold the last copy of a callback
+    // body's `finish`, whose release takes this lock (a worker spun on it for ever).
+    if mayHaveCancelHandlers, let extras { completed.droppedCancelHandlers = extras.takeCancelHandlers() }
     return completed
   }
 
@@ -865,6 +872,9 @@ struct Completed {
   var releasedBody: ErasedBody?
   /// The exclusivity key to release (or whose line to leave).
   var exclusiveKey: String?
+  /// The cancellation handlers of work that completed without being cancelled, released with this value, outside the
+  /// item's lock: releasing one can release the last copy of a callback body's `finish`, which takes that lock.
+  var droppedCancelHandlers = SmallList<@Sendable () -> Void>()
 }
 
 /// What happened when the engine asked an item to run.

@@ -18,9 +18,19 @@
 public struct WorkContext: Sendable {
   let work: AnyWork
 
+  /// The name of the queue running the body.
+  ///
+  /// Read when the context is made: the work item itself forgets its queue when it completes, and a task that a body
+  /// started may ask after that.
+  public let queueName: String
+
   /// The context of the body running on this thread or task, or `nil` outside a body.
   public static var current: WorkContext? {
-    currentWork.map(WorkContext.init(work:))
+    if let binding = taskBinding { return WorkContext(work: binding.work, queueName: binding.queueName) }
+    guard let pointer = threadWork.value else { return nil }
+    // A synchronous or callback body runs on this thread now: its work has not completed.
+    let work = Unmanaged<AnyWork>.fromOpaque(pointer).takeUnretainedValue()
+    return WorkContext(work: work, queueName: work.queueName)
   }
 
   /// The name of the running work item.
@@ -28,9 +38,6 @@ public struct WorkContext: Sendable {
 
   /// The priority of the running work item.
   public var priority: WorkPriority { work.priority }
-
-  /// The name of the queue running the body.
-  public var queueName: String { work.queueName }
 
   /// Whether the work was cancelled (directly or through ``WorkQueue/cancelAll()``) while its body runs.
   public var isCancelled: Bool { work.isCancellationRequested }
@@ -57,12 +64,20 @@ public struct WorkContext: Sendable {
 
   // MARK: - Binding
 
-  /// The work item whose `async` body runs in this task.
-  @TaskLocal static var taskWork: AnyWork?
+  /// What a task is bound to: the work whose `async` body it runs, or whose callback body started it (its
+  /// asynchronous half), with the queue's name, read when the body started (the work forgets it when it completes,
+  /// and such a task may outlive that).
+  struct TaskBinding: Sendable {
+    let work: AnyWork
+    let queueName: String
+  }
+
+  /// The work item whose `async` body runs in this task, or whose callback body started it.
+  @TaskLocal static var taskBinding: TaskBinding?
 
   /// The work item whose body runs on this thread or task.
   static var currentWork: AnyWork? {
-    if let work = taskWork { return work }
+    if let binding = taskBinding { return binding.work }
     guard let pointer = threadWork.value else { return nil }
     return Unmanaged<AnyWork>.fromOpaque(pointer).takeUnretainedValue()
   }

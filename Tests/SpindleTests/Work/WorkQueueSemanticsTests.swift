@@ -282,6 +282,54 @@ struct WorkQueueSemanticsTests {
     #expect(queue.unfinishedCount == 0 && queue.runningCount == 0)
   }
 
+  /// A task that a body starts sees the body's context, also after the work completed (the item itself forgets its
+  /// queue then: the context keeps the name it was made with).
+  @Test("WorkContext.queueName in a task a callback or async body started, after the work completed")
+  func contextOfALateTaskNamesTheQueue() async throws {
+    let queue = WorkQueue(name: "late-context", maxConcurrent: 2)
+    let seen = Locked<[String]>([])
+    let callback: Work<Int> = queue.addCallback { finish in
+      Task {
+        finish(1)
+        try? await Task.sleep(for: .milliseconds(20))
+        seen.withLock { $0.append("callback: " + (WorkContext.current?.queueName ?? "nil")) }
+      }
+    }
+    let async = queue.add { () async -> Int in
+      let late = Task {
+        try? await Task.sleep(for: .milliseconds(20))
+        seen.withLock { $0.append("async: " + (WorkContext.current?.queueName ?? "nil")) }
+      }
+      _ = late
+      return 2
+    }
+    #expect(try await callback.value == 1)
+    #expect(try await async.value == 2)
+    #expect(await eventually(within: 10) { seen.withLock { $0.count } == 2 })
+    #expect(seen.withLock { $0.sorted() } == ["async: late-context", "callback: late-context"])
+  }
+
+  /// A cancellation handler may hold the last copy of a callback body's `finish`; completing the work released the
+  /// handlers under the item's lock, and that release (`finish` dropped) took the same lock: the worker spun for ever.
+  @Test(
+    "a cancellation handler holding the body's finish is released without hanging the worker", arguments: [false, true])
+  func handlerHoldingFinishIsReleasedSafely(retried: Bool) async throws {
+    let queue = WorkQueue(name: "handler-holds-finish", maxConcurrent: 1)
+    struct Flaky: Error {}
+    let attempts = Atomic<Int>(0)
+    let work: Work<Int> = queue.addCallback(retry: retried ? WorkRetry(maxAttempts: 2, delay: { _ in .zero }) : nil) {
+      finish in
+      finish.onCancel { finish(CancellationError()) }
+      // Inline, so the worker completes (or retries) the work itself; the first of two attempts fails.
+      if retried && attempts.add(1, ordering: .relaxed).newValue == 1 { finish(Flaky()) } else { finish(1) }
+    }
+    let after = queue.add { 2 }
+    let advanced = await eventually(within: 10) { after.result != nil }
+    #expect(advanced, "the worker went on to the next item")
+    guard advanced else { return }  // broken, the worker spins holding the item's lock: reading the work would too
+    #expect(try work.result?.get() == 1)
+  }
+
   /// The item does not keep its queue's name (it reads it from the queue while it runs): a `finish` called again
   /// after the work completed and its queue went away must still say which queue it was.
   @Test("a finish called again after the work completed and its queue is gone still names the queue")
