@@ -511,7 +511,7 @@ public class AnyWork: @unchecked Sendable {
   enum Settled {
     case completed(Completed)
     /// Another attempt, after `wait`; the work is pending again and gives its slot back. The last attempt's
-    /// cancellation handlers go with it, released once the lock is (see ``Completed/droppedCancelHandlers``).
+    /// cancellation handlers go with it, released once the lock is (see `dropCancelHandlers()`).
     case retry(WorkEngine, Duration, SmallList<@Sendable () -> Void>)
   }
 
@@ -695,9 +695,6 @@ public class AnyWork: @unchecked Sendable {
     swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
     extras?.retryBody = nil
-    // Out of the item, but released with `Completed`, after the lock: a handler may hold the last copy of a callback
-    // body's `finish`, whose release takes this lock (a worker spun on it for ever).
-    if mayHaveCancelHandlers, let extras { completed.droppedCancelHandlers = extras.takeCancelHandlers() }
     return completed
   }
 
@@ -780,12 +777,25 @@ public class AnyWork: @unchecked Sendable {
   /// Marks ended work retired by its engine (called once, after it left the queue's counts) and returns the
   /// completion handlers registered between its end and now, to run.
   final func markRetired() -> SmallList<@Sendable () -> Void> {
-    lock.withLock {
+    let (late, dropHandlers): (SmallList<@Sendable () -> Void>, Bool) = lock.withLock {
       isRetired = true
       var late = SmallList<@Sendable () -> Void>()
       swap(&late, &completionHandlers)
-      return late
+      return (late, mayHaveCancelHandlers)
     }
+    if dropHandlers { dropCancelHandlers() }
+    return late
+  }
+
+  /// Releases the cancellation handlers of work that ended without being cancelled, once it is retired. Not when it
+  /// completes, under the lock: a handler may hold the last copy of a callback body's `finish`, whose release takes
+  /// this lock (a worker spun on it for ever). Nothing calls them any more: `cancel()` and timeouts look at the phase
+  /// first. Out of line: most items have none. (Carried out in `Completed` instead, a field more made every item's
+  /// completion copy that value through outlined functions: about 300 instructions per item under callgrind.)
+  @inline(never)
+  private func dropCancelHandlers() {
+    let handlers = lock.withLock { extras?.takeCancelHandlers() }
+    withExtendedLifetime(handlers) {}  // released here, after the lock
   }
 }
 
@@ -872,9 +882,6 @@ struct Completed {
   var releasedBody: ErasedBody?
   /// The exclusivity key to release (or whose line to leave).
   var exclusiveKey: String?
-  /// The cancellation handlers of work that completed without being cancelled, released with this value, outside the
-  /// item's lock: releasing one can release the last copy of a callback body's `finish`, which takes that lock.
-  var droppedCancelHandlers = SmallList<@Sendable () -> Void>()
 }
 
 /// What happened when the engine asked an item to run.
