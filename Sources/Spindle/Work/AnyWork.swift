@@ -462,14 +462,20 @@ public class AnyWork: @unchecked Sendable {
       if cancelNow { task.cancel() }
       return .detached
     case .callback(let run):
-      let queue: String = lock.withLock {
+      let (attempt, queue): (Int, String) = lock.withLock {
         inBody = true
-        return queueNameLocked
+        return (attemptLocked, queueNameLocked)
       }
+      // Moved into the body's call (`take`): this frame keeps no copy, so a `finish` the body drops uncalled is noticed
+      // as the body returns, as if the body had made it.
+      var token: FinishToken? = FinishToken(work: self, attempt: attempt, queueName: queue)
       trace?.recordStart(self)
       let saved = WorkContext.bind(self, cell: cell)
-      // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
-      WorkContext.$taskBinding.withValue(WorkContext.TaskBinding(work: self, queueName: queue)) { run(self) }
+      // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected, and
+      // `WorkContext.current` there names the queue even after the work completed.
+      WorkContext.$taskBinding.withValue(WorkContext.TaskBinding(work: self, queueName: queue)) {
+        run(self, token.take().unsafelyUnwrapped)
+      }
       WorkContext.restore(saved, cell: cell)
       let inline: Termination? = lock.withLock {
         inBody = false
@@ -939,7 +945,8 @@ enum DependencyList: Sendable {
 enum ErasedBody: Sendable {
   case sync(@Sendable (AnyWork) -> Termination)
   case async(@Sendable (AnyWork) async -> Termination)
-  case callback(@Sendable (AnyWork) -> Void)
+  /// Given the work and the `finish` token of the attempt.
+  case callback(@Sendable (AnyWork, FinishToken) -> Void)
 }
 
 extension Termination {

@@ -255,10 +255,10 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     work.lock.withLock { keep(value, in: work) }
   }
 
-  /// The `finish` handle a callback body of `work` (a `Work<Value>`) receives.
+  /// The `finish` handle a callback body of `Work<Value>` receives, for its `token`.
   @usableFromInline
-  static func finishHandle(_ work: AnyWork) -> WorkFinish<Value> {
-    WorkFinish(work: unsafeDowncast(work, to: self))
+  static func finishHandle(_ token: FinishToken) -> WorkFinish<Value> {
+    WorkFinish(token: token)
   }
 
   /// Handles a call of a callback body's `finish` through `token`; reports and ignores every call after the first.
@@ -315,12 +315,12 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 @usableFromInline final class WorkCallback<Value: Sendable>: Work<Value>, @unchecked Sendable {
   @exclusivity(unchecked) @usableFromInline var callbackBody: (@Sendable (WorkFinish<Value>) -> Void)?
 
-  /// Runs the stored body, handing it its `finish`.
+  /// Runs the stored body, handing it its `finish` (for `token`).
   @inlinable
-  static func runStoredCallback(_ work: AnyWork) {
+  static func runStoredCallback(_ work: AnyWork, _ token: FinishToken) {
     let work = unsafeDowncast(work, to: self)
     guard let body = work.callbackBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
-    body(finishHandle(work))
+    body(finishHandle(token))
   }
 
   override func dropStoredBody() {

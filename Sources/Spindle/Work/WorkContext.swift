@@ -66,7 +66,8 @@ public struct WorkContext: Sendable {
 
   /// What a task is bound to: the work whose `async` body it runs, or whose callback body started it (its
   /// asynchronous half), with the queue's name, read when the body started (the work forgets it when it completes,
-  /// and such a task may outlive that).
+  /// and such a task may outlive that). Not the callback's `finish` token, which would save a copy: a task the body
+  /// started would then keep that token alive, and a `finish` dropped uncalled would not be noticed until it ended.
   struct TaskBinding: Sendable {
     let work: AnyWork
     let queueName: String

@@ -18,8 +18,8 @@
 public struct WorkFinish<Value: Sendable>: Sendable {
   let token: FinishToken
 
-  init(work: Work<Value>) {
-    token = FinishToken(work: work)
+  init(token: FinishToken) {
+    self.token = token
   }
 
   /// The work this `finish` completes (the token holds it type-erased, so that making one looks up no metadata).
@@ -67,18 +67,21 @@ public struct WorkFinish<Value: Sendable>: Sendable {
 /// Shared by every copy of a `WorkFinish`: when the last copy goes away, an uncalled `finish` fails the work.
 ///
 /// Not generic: a generic token's class metadata was looked up at run time for every callback item.
-final class FinishToken: Sendable {
+@usableFromInline final class FinishToken: Sendable {
   let work: AnyWork
   /// The attempt whose body got this `finish`: a retried callback body gets a new one for each attempt, and a call
   /// (or the release) of an earlier attempt's `finish` must not end the one running now.
   let attempt: Int
-  /// The name of the work's queue, for the reports of a `finish` called twice or never (the work may have left its
-  /// queue by then); copied when the body starts, while the queue runs the work.
+  /// The name of the work's queue.
   let queueName: String
 
-  init(work: AnyWork) {
+  /// A token for the attempt `attempt` of `work`'s callback body; `queueName` (read when the body starts, while the
+  /// queue runs the work) names the queue in the reports of a `finish` called twice or never, when the work may have
+  /// left its queue.
+  init(work: AnyWork, attempt: Int, queueName: String) {
     self.work = work
-    (attempt, queueName) = work.lock.withLock { (work.attemptLocked, work.queueNameLocked) }
+    self.attempt = attempt
+    self.queueName = queueName
   }
 
   deinit {

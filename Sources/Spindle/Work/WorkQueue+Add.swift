@@ -879,7 +879,7 @@ extension WorkQueue {
         dependencies: dependencies,
         acceptsFailedDependencies: false,
         extras: extras,
-        body: .callback { [type] work in body(type.finishHandle(work)) }
+        body: .callback { [type] _, token in body(type.finishHandle(token)) }
       )
     }
     return makeWork(
@@ -888,7 +888,7 @@ extension WorkQueue {
       priority: priority,
       dependencies: dependencies,
       acceptsFailedDependencies: false,
-      body: .callback { work in WorkCallback<Value>.runStoredCallback(work) }
+      body: .callback { work, token in WorkCallback<Value>.runStoredCallback(work, token) }
     ) { work in unsafeDowncast(work, to: WorkCallback<Value>.self).callbackBody = body }
   }
 
@@ -928,7 +928,7 @@ extension WorkQueue {
       dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .callback { [type] work in body(a.dependencyValue(), type.finishHandle(work)) }
+      body: .callback { [type] _, token in body(a.dependencyValue(), type.finishHandle(token)) }
     )
   }
 }
