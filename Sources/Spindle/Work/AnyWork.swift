@@ -449,9 +449,7 @@ public class AnyWork: @unchecked Sendable {
     case .async(let run):
       let task = Task(priority: priority()) { [self] in
         trace?.recordStart(self)
-        // The work has not completed: it ends with `finishDetached` below.
-        let binding = WorkContext.TaskBinding(work: self, queueName: queueName)
-        let termination = await WorkContext.$taskBinding.withValue(binding) { await run(self) }
+        let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
         finishDetached(termination)
       }
       let cancelNow: Bool = lock.withLock {
@@ -471,11 +469,8 @@ public class AnyWork: @unchecked Sendable {
       var token: FinishToken? = FinishToken(work: self, attempt: attempt, queueName: queue)
       trace?.recordStart(self)
       let saved = WorkContext.bind(self, cell: cell)
-      // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected, and
-      // `WorkContext.current` there names the queue even after the work completed.
-      WorkContext.$taskBinding.withValue(WorkContext.TaskBinding(work: self, queueName: queue)) {
-        run(self, token.take().unsafelyUnwrapped)
-      }
+      // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
+      WorkContext.$taskWork.withValue(self) { run(self, token.take().unsafelyUnwrapped) }
       WorkContext.restore(saved, cell: cell)
       let inline: Termination? = lock.withLock {
         inBody = false
