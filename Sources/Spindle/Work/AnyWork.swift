@@ -400,6 +400,11 @@ public class AnyWork: @unchecked Sendable {
       if valueSource != nil { letGoOfValueSource(on: owner, batch: &batch) }
       let completed: Completed? = lock.withLock {
         guard !phase.isFinal else { return nil }
+        // A body that stopped for `cancel(reason:)` ends with the reason, as an `async` or callback body does (their
+        // ending goes through `settleLocked`): `extras` holds it, made by that call. Only a cancelled ending looks.
+        if case .cancelled = termination, let reason = extras?.cancelReason {
+          return completeLocked(.failed(WorkCancellationError(work: name, reason: reason)))
+        }
         return completeLocked(termination)
       }
       guard let completed else { preconditionFailure("Spindle: running work completed twice") }

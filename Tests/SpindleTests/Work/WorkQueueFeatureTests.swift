@@ -345,6 +345,43 @@ struct WorkQueueFeatureTests {
     observation.cancel()
   }
 
+  /// Running work cancelled with a reason ends with that reason whatever its body's kind: a plain synchronous body
+  /// that threw `CancellationError` ended as a bare `CancellationError` (its ending skipped the step that applies the
+  /// reason), where an `async` body ended with `WorkCancellationError`.
+  @Test("cancel(reason:) on running work: the error carries the reason for sync, async and callback bodies alike")
+  func cancelReasonWhileRunning() async throws {
+    let queue = WorkQueue(name: "running-reasons", maxConcurrent: 3)
+    let started = Atomic<Int>(0)
+    let sync = queue.add(name: "sync") { () throws -> Int in
+      started.add(1, ordering: .relaxed)
+      while WorkContext.current?.isCancelled == false { usleep(200) }
+      try WorkContext.current?.checkCancellation()
+      return 1
+    }
+    let async = queue.add(name: "async") { () async throws -> Int in
+      started.add(1, ordering: .relaxed)
+      while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(1)) }
+      throw CancellationError()
+    }
+    let callback: Work<Int> = queue.addCallback(name: "callback") { finish in
+      started.add(1, ordering: .relaxed)
+      finish.onCancel { finish(CancellationError()) }
+    }
+    #expect(await eventually(within: 10) { started.load(ordering: .relaxed) == 3 })
+    for work in [sync, async, callback] { work.cancel(reason: "user left") }
+    for (label, work) in [("sync", sync), ("async", async), ("callback", callback)] {
+      do {
+        _ = try await work.value
+        Issue.record("\(label): must be cancelled")
+      } catch let error as WorkCancellationError {
+        #expect(error.reason == "user left", "\(label)")
+      } catch {
+        Issue.record("\(label): ended with \(error), not the reason")
+      }
+      #expect(work.state == .cancelled, "\(label)")
+    }
+  }
+
   @Test("observers: every item's events, in order, exactly once; the stream and item observers too")
   func observers() async throws {
     let queue = WorkQueue(name: "observed", maxConcurrent: 2)
