@@ -255,12 +255,6 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     work.lock.withLock { keep(value, in: work) }
   }
 
-  /// The `finish` handle a callback body of `Work<Value>` receives, for its `token`.
-  @usableFromInline
-  static func finishHandle(_ token: FinishToken) -> WorkFinish<Value> {
-    WorkFinish(token: token)
-  }
-
   /// Handles a call of a callback body's `finish` through `token`; reports and ignores every call after the first.
   final func finishFromCallback(value: Value, token: FinishToken) {
     // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
@@ -320,7 +314,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   static func runStoredCallback(_ work: AnyWork, _ token: FinishToken) {
     let work = unsafeDowncast(work, to: self)
     guard let body = work.callbackBody.take() else { preconditionFailure("Spindle: a stored body ran twice") }
-    body(finishHandle(token))
+    body(WorkFinish(token: token))
   }
 
   override func dropStoredBody() {

@@ -18,6 +18,7 @@
 public struct WorkFinish<Value: Sendable>: Sendable {
   let token: FinishToken
 
+  @usableFromInline
   init(token: FinishToken) {
     self.token = token
   }

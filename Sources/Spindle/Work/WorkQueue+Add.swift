@@ -879,7 +879,7 @@ extension WorkQueue {
         dependencies: dependencies,
         acceptsFailedDependencies: false,
         extras: extras,
-        body: .callback { [type] _, token in body(type.finishHandle(token)) }
+        body: .callback { _, token in body(WorkFinish(token: token)) }
       )
     }
     return makeWork(
@@ -928,7 +928,7 @@ extension WorkQueue {
       dependencies: dependencies,
       acceptsFailedDependencies: false,
       extras: Self.extras(type, qos, condition, delay, timeout, retry, exclusive),
-      body: .callback { [type] _, token in body(a.dependencyValue(), type.finishHandle(token)) }
+      body: .callback { _, token in body(a.dependencyValue(), WorkFinish(token: token)) }
     )
   }
 }
