@@ -331,6 +331,63 @@ struct WorkQueueSemanticsTests {
     #expect(try work.result?.get() == 1)
   }
 
+  /// A body's captures may have a deinit that reads the work (its state takes the item's lock). Released under that
+  /// lock, the read would spin for ever: the worker hung, as it did for cancellation handlers. Covers every kind of
+  /// body with a retry policy (whose extra copy of the body goes at completion), a retried attempt, and cancelled
+  /// work that never ran.
+  @Test(
+    "a body's captures whose deinit reads the work are released without hanging the worker",
+    arguments: ["sync", "callback", "async", "cancelled", "retried"])
+  func capturesReadingTheWorkAreReleasedSafely(kind: String) async throws {
+    let queue = WorkQueue(name: "captures-read-work", maxConcurrent: 1)
+    queue.suspend()
+    let holder = Locked<AnyWork?>(nil)
+    let deinitRan = Atomic<Bool>(false)
+    var probe: DeinitProbe? = DeinitProbe {
+      _ = holder.withLock { $0 }?.state
+      deinitRan.store(true, ordering: .relaxed)
+    }
+    let retry = WorkRetry(maxAttempts: 2, delay: { _ in .zero })
+    let attempts = Atomic<Int>(0)
+    struct Flaky: Error {}
+    let work: AnyWork
+    switch kind {
+    case "sync": work = queue.add(retry: retry) { [probe] in withExtendedLifetime(probe) { 1 } }
+    case "callback":
+      work = queue.addCallback(retry: retry) { [probe] (finish: WorkFinish<Int>) in
+        withExtendedLifetime(probe) { finish(1) }
+      }
+    case "async", "cancelled": work = queue.add(retry: retry) { [probe] () async in withExtendedLifetime(probe) { 1 } }
+    default:
+      work = queue.add(retry: retry) { [probe] () throws -> Int in
+        try withExtendedLifetime(probe) {
+          if attempts.add(1, ordering: .relaxed).newValue == 1 { throw Flaky() }
+          return 1
+        }
+      }
+    }
+    holder.withLock { $0 = work }
+    probe = nil
+    if kind == "cancelled" {
+      // Cancelled from a thread of its own, waited for with a bound: broken, the cancelling thread is the one that
+      // spins.
+      let cancelled = DispatchSemaphore(value: 0)
+      DispatchQueue.global().async {
+        work.cancel()
+        cancelled.signal()
+      }
+      #expect(cancelled.wait(timeout: .now() + 10) == .success, "cancel() returned")
+    }
+    queue.resume()
+    let after = queue.add { 2 }
+    let advanced = await eventually(within: 10) { after.result != nil }
+    #expect(advanced, "the worker went on to the next item")
+    guard advanced else { return }  // broken, the worker spins holding the item's lock: reading the work would too
+    #expect(await eventually(within: 10) { deinitRan.load(ordering: .relaxed) }, "the captures were released")
+    #expect(work.state == (kind == "cancelled" ? .cancelled : .finished))
+    holder.withLock { $0 = nil }
+  }
+
   /// The item does not keep its queue's name (it reads it from the queue while it runs): a `finish` called again
   /// after the work completed and its queue went away must still say which queue it was.
   @Test("a finish called again after the work completed and its queue is gone still names the queue")
@@ -378,4 +435,11 @@ final class MisuseRecorder: Sendable {
 func usleepShort() {
   var remaining = timespec(tv_sec: 0, tv_nsec: 50_000)
   _ = nanosleep(&remaining, nil)
+}
+
+/// Runs `action` when it is released: a capture whose deinit does something.
+final class DeinitProbe: Sendable {
+  let action: @Sendable () -> Void
+  init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+  deinit { action() }
 }
