@@ -6,7 +6,7 @@
 #
 # The base revision is exported with `git archive`; this tree is used as it is. Both are built in release mode
 # beside a small harness (Scripts/engine-ab/harness.swift). Each workload (default: independent chain fanin dag
-# chain-run chain-add) runs R rounds (default 15) per side, sides alternating and swapping places every round; each
+# chain-run chain-add; also: callback, callback bodies that call finish at once) runs R rounds (default 15) per side, sides alternating and swapping places every round; each
 # run times K repetitions (default 7) of N items (default 100,000) and reports their median and minimum. The table
 # shows, per side, the median over the rounds of those medians and of those minimums, and new / base for both.
 # Timings on a shared 2-core machine move by ±10-20 % between runs: read ratios from many rounds, and check
@@ -67,9 +67,9 @@ if ((count < 2)); then
 fi
 for workload in $workloads; do
   case "$workload" in
-    independent | chain | fanin | dag | chain-run | chain-add) ;;
+    independent | callback | chain | fanin | dag | chain-run | chain-add) ;;
     *)
-      echo "bench-engine-ab.sh: unknown workload '$workload' (independent, chain, fanin, dag, chain-run, chain-add)" >&2
+      echo "bench-engine-ab.sh: unknown workload '$workload' (independent, callback, chain, fanin, dag, chain-run, chain-add)" >&2
       exit 2
       ;;
   esac

@@ -2,7 +2,7 @@
 // `add` to the moment the last item has run (graph build + run), plus two halves of a chain that tell the adding
 // thread's share from the worker's.
 //
-// Usage: harness <independent|chain|fanin|dag|chain-add|chain-run> <count> <reps>
+// Usage: harness <independent|callback|chain|fanin|dag|chain-add|chain-run> <count> <reps>
 // Prints "<median> <min>": nanoseconds per item over the repetitions.
 //
 // Every wait is a statement of its own: under `-Ounchecked` a `precondition`'s condition is not evaluated, and a
@@ -16,7 +16,7 @@ import Spindle
 
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let count = Int(arguments[2]), count >= 2, let reps = Int(arguments[3]), reps >= 1 else {
-  print("usage: harness <independent|chain|fanin|dag|chain-add|chain-run> <count ≥ 2> <reps ≥ 1>")
+  print("usage: harness <independent|callback|chain|fanin|dag|chain-add|chain-run> <count ≥ 2> <reps ≥ 1>")
   exit(2)
 }
 let mode = arguments[1]
@@ -59,6 +59,10 @@ func once() -> Double {
   switch mode {
   case "independent":
     for _ in 0..<count { queue.add {} }
+    queue.waitUntilAllFinished()
+  case "callback":
+    // Callback bodies that call `finish` at once (issue 11: within 1.5x of sync bodies, the independent row).
+    for _ in 0..<count { queue.addCallback { (finish: WorkFinish<Void>) in finish(()) } }
     queue.waitUntilAllFinished()
   case "chain", "chain-add", "chain-run":
     if mode != "chain" { queue.suspend() }
