@@ -171,6 +171,16 @@ public class AnyWork: @unchecked Sendable {
   final func claimFinishLocked(_ token: FinishToken) -> Bool {
     guard !finishCalled, token.attempt == attemptLocked else { return false }
     finishCalled = true
+    token.wasCalled.store(true, ordering: .relaxed)
+    return true
+  }
+
+  /// Records how a callback body that is still on its worker's stack ended (`finish` called before the body returned),
+  /// for that worker to complete the work; `false` when the body has returned (the caller then completes the work with
+  /// ``finishDetached(_:)``). Call with `lock` held, from the call of `finish` that claimed it.
+  final func recordInlineFinishLocked(_ termination: @autoclosure () -> Termination) -> Bool {
+    guard inBody else { return false }
+    if !phase.isFinal { inlineTermination = termination() }
     return true
   }
 
@@ -352,7 +362,8 @@ public class AnyWork: @unchecked Sendable {
   final func execute(
     on owner: WorkEngine,
     handingBackInto batch: inout HandBackBatch,
-    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+    spareToken: inout FinishToken?
   ) -> Execution {
     lock.lock()
     guard case .ready = phase else {
@@ -379,7 +390,7 @@ public class AnyWork: @unchecked Sendable {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
       if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
       lock.unlock()
-      let execution = executeWithExtras(body, extras, trace, cell: cell)
+      let execution = executeWithExtras(body, extras, trace, cell: cell, spareToken: &spareToken)
       if case .completed = execution, valueSource != nil { letGoOfValueSource(on: owner, batch: &batch) }
       return execution
     }
@@ -392,7 +403,8 @@ public class AnyWork: @unchecked Sendable {
     // retain and a release of the engine per item, on the line of memory that holds its reference count.
     let unretainedOwner = Unmanaged.passUnretained(owner)
     let ran = run(
-      consume body, trace: trace, priority: { unretainedOwner.takeUnretainedValue().taskPriority }, cell: cell)
+      consume body, trace: trace, priority: { unretainedOwner.takeUnretainedValue().taskPriority }, cell: cell,
+      spareToken: &spareToken)
     switch consume ran {
     case .detached:
       return .detached
@@ -434,12 +446,15 @@ public class AnyWork: @unchecked Sendable {
   /// Runs a body on this thread (synchronous, callback) or starts its task (`async`). Called without the lock.
   ///
   /// `cell` is this thread's cell of ``threadWork``, where ``WorkContext`` finds the running item; `priority` gives the
-  /// priority of an `async` body's task (called only for one).
+  /// priority of an `async` body's task (called only for one). `spareToken` is the calling worker's `finish` token kept
+  /// from an earlier callback body of the same queue, if any (see ``FinishToken``): a callback body takes it (or gets a
+  /// new one) and gives it back when nothing else kept it.
   private func run(
     _ body: consuming ErasedBody,
     trace: WorkTrace?,
     priority: () -> TaskPriority?,
-    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+    spareToken: inout FinishToken?
   ) -> BodyRun {
     switch consume body {
     case .sync(let run):
@@ -469,18 +484,38 @@ public class AnyWork: @unchecked Sendable {
         inBody = true
         return (attemptLocked, queueNameLocked)
       }
-      // Moved into the body's call (`take`): this frame keeps no copy, so a `finish` the body drops uncalled is noticed
-      // as the body returns, as if the body had made it.
-      var token: FinishToken? = FinishToken(work: self, attempt: attempt, queueName: queue)
+      // The worker's spare token when it has one (made for an earlier body of this queue: the same queue name).
+      var token: FinishToken
+      if let spare = spareToken.take() {
+        spare.arm(work: self, attempt: attempt)
+        token = spare
+      } else {
+        token = FinishToken(work: self, attempt: attempt, queueName: queue)
+      }
       trace?.recordStart(self)
       let saved = WorkContext.bind(self, cell: cell)
       // Tasks the body starts inherit the binding, so misuse from the body's asynchronous half is detected.
-      WorkContext.$taskWork.withValue(self) { run(self, token.take().unsafelyUnwrapped) }
+      WorkContext.$taskWork.withValue(self) { run(self, token) }
       WorkContext.restore(saved, cell: cell)
-      let inline: Termination? = lock.withLock {
+      let (inline, reusable): (Termination?, Bool) = lock.withLock {
         inBody = false
         defer { inlineTermination = nil }
-        return !phase.isFinal ? inlineTermination : nil
+        // Looked at under the lock: every other thread that used a copy of this `finish` took the lock after reading
+        // the token (each use of `finish` does), and let go of its copy after that; if this frame's reference is the
+        // only one now, those threads are done with the token, and their reads happened before this lock was taken.
+        let unique = isKnownUniquelyReferenced(&token)
+        if unique && !token.wasCalled.load(ordering: .relaxed) {
+          // The body let go of every copy of `finish` without calling it (what the token's deinit reports when the
+          // last copy goes elsewhere): the work fails instead of holding its slot forever.
+          if claimFinishLocked(token), !phase.isFinal {
+            inlineTermination = .failed(WorkFinishDroppedError(work: name, queue: token.queueName))
+          }
+        }
+        return (!phase.isFinal ? inlineTermination : nil, unique)
+      }
+      if reusable {
+        token.disarm()
+        spareToken = consume token
       }
       guard let inline else { return .detached }
       trace?.recordEnd(self, queue: queue, termination: inline)
@@ -526,7 +561,8 @@ public class AnyWork: @unchecked Sendable {
     _ body: ErasedBody,
     _ extras: WorkExtras,
     _ trace: WorkTrace?,
-    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+    spareToken: inout FinishToken?
   ) -> Execution {
     if let key = extras.options.exclusive, !ExclusivityRegistry.shared.isHeld(key, by: self) {
       // Back to pending first, so that a release racing this call finds the item ready to be made ready.
@@ -567,7 +603,7 @@ public class AnyWork: @unchecked Sendable {
     let priority = { [self] in
       extras.options.qos.map(taskPriority(for:)) ?? lock.withLock { engine?.takeUnretainedValue().taskPriority }
     }
-    switch run(body, trace: trace, priority: priority, cell: cell) {
+    switch run(body, trace: trace, priority: priority, cell: cell, spareToken: &spareToken) {
     case .detached: return .detached
     case .ended(let termination): return settleOnWorker(termination)
     }

@@ -255,24 +255,43 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     work.lock.withLock { keep(value, in: work) }
   }
 
+  /// What a call of `finish` found, under the work's lock.
+  enum FinishCall {
+    /// The body is still running on its worker, which completes the work when it returns.
+    case recorded
+    /// The body has returned: the caller completes the work.
+    case completes
+    /// Not the first call of this attempt's `finish`: reported and ignored.
+    case repeated
+  }
+
   /// Handles a call of a callback body's `finish` through `token`; reports and ignores every call after the first.
   final func finishFromCallback(value: Value, token: FinishToken) {
     // No `Result<Value, any Error>` on this path: in this generic code, each one looked up its metadata at run time.
-    let first: Bool = lock.withLock {
-      guard claimFinishLocked(token) else { return false }
+    // Called from the body itself (the common case), the ending is recorded in this visit to the lock for the worker.
+    let call: FinishCall = lock.withLock {
+      guard claimFinishLocked(token) else { return .repeated }
       Self.keep(value, in: self)
-      return true
+      return recordInlineFinishLocked(.finished) ? .recorded : .completes
     }
-    if first { finishDetached(.finished) } else { reportRepeatedFinish(queue: token.queueName) }
+    switch call {
+    case .recorded: break
+    case .completes: finishDetached(.finished)
+    case .repeated: reportRepeatedFinish(queue: token.queueName)
+    }
   }
 
   /// Handles a call of a callback body's `finish` with an error through `token`; reports and ignores every call after
   /// the first.
   final func finishFromCallback(error: any Error, token: FinishToken) {
-    if lock.withLock({ claimFinishLocked(token) }) {
-      finishDetached(Termination(error: error))
-    } else {
-      reportRepeatedFinish(queue: token.queueName)
+    let call: FinishCall = lock.withLock {
+      guard claimFinishLocked(token) else { return .repeated }
+      return recordInlineFinishLocked(Termination(error: error)) ? .recorded : .completes
+    }
+    switch call {
+    case .recorded: break
+    case .completes: finishDetached(Termination(error: error))
+    case .repeated: reportRepeatedFinish(queue: token.queueName)
     }
   }
 }

@@ -42,7 +42,8 @@ extension WorkEngine {
       var unused = HandBackBatch()
       // The cell goes unused (an `async` body runs in its task); looked up anyway, so that the worker's hot path needs
       // no optional (about 10 instructions per item): at worst it makes this thread's 8-byte cell early.
-      let execution = item.execute(on: self, handingBackInto: &unused, cell: workCell.cell)
+      var noToken: FinishToken? = nil  // an `async` body uses none
+      let execution = item.execute(on: self, handingBackInto: &unused, cell: workCell.cell, spareToken: &noToken)
       flushHandBack(&unused)  // empty today (only a synchronous `add(after:)` body lets go of a value source)
       switch consume execution {
       case .detached:
@@ -88,6 +89,8 @@ extension WorkEngine {
     var batch = HandBackBatch()
     // This thread's cell for `WorkContext`, found once: each body is then bound with plain stores.
     let cell = workCell.cell
+    // A callback body's `finish` token that nothing else kept, for the next callback body (see `FinishToken`).
+    var spareToken: FinishToken? = nil
     defer {
       flushHandBack(&batch)
       releaseHandedBackIfAny()
@@ -99,7 +102,7 @@ extension WorkEngine {
       if batch.count > 0 && readyHint.load(ordering: .relaxed) == 0 { flushHandBack(&batch) }
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).
-      let execution = item.execute(on: self, handingBackInto: &batch, cell: cell)
+      let execution = item.execute(on: self, handingBackInto: &batch, cell: cell, spareToken: &spareToken)
       switch consume execution {
       case .completed(var completed):
         let mayHandBack = item.freesOnlyMemory && completed.termination.isSuccess
