@@ -3,7 +3,8 @@ import Testing
 
 @testable import Spindle
 
-@Suite struct RingBufferTests {
+/// Serialized: the tests count live `Tracked` elements in one shared counter.
+@Suite(.serialized) struct RingBufferTests {
   @Test func appendPrependAndPopKeepOrderAcrossGrowth() {
     var ring = RingBuffer<Int>()
     var model: [Int] = []
@@ -75,6 +76,113 @@ import Testing
     #expect(ring.isEmpty)
     ring.append("again")
     #expect(ring.popFirst() == "again")
+  }
+
+  /// A copy shares the buffer until one side changes: neither sees the other's changes, whichever changes first, with
+  /// the head wrapped around, and every element is released once.
+  @Test func copiesAreIndependentWhicheverChangesFirst() {
+    let before = Tracked.live.withLock { $0 }
+    do {
+      var ring = RingBuffer<Tracked>()
+      for value in 0..<20 { ring.append(Tracked(value)) }
+      for _ in 0..<15 { _ = ring.popFirst() }
+      for value in 20..<30 { ring.append(Tracked(value)) }  // wraps around the 32-slot buffer's end
+      var copy = ring
+      #expect(ring.popFirst()?.value == 15)
+      copy.append(Tracked(99))
+      #expect(ring.count == 14)
+      #expect(copy.count == 16)
+      #expect(copy.first?.value == 15)
+      #expect(copy.last?.value == 99)
+      #expect(ring.first?.value == 16)
+      let third = copy
+      copy[offset: 0] = Tracked(-1)
+      #expect(third[offset: 0].value == 15, "a copy made before a subscript write keeps the old element")
+      #expect(copy[offset: 0].value == -1)
+      #expect(ring.removeAll().map(\.value) == Array(16..<30))
+      #expect(third.count == 16)
+    }
+    #expect(Tracked.live.withLock { $0 } == before, "every element was released exactly once")
+  }
+
+  /// A ring that owns its buffer changes it in place: no new buffer while there is room (a uniqueness check that saw
+  /// its own binding as a second owner once copied the whole ring at every append, which made a queue's bursts
+  /// quadratic), and a copy's buffer is left alone.
+  @Test func aRingWithRoomKeepsItsBuffer() {
+    var ring = RingBuffer<Int>()
+    ring.append(0)
+    let buffer = ObjectIdentifier(ring.buffer!)
+    for value in 1..<16 { ring.append(value) }
+    #expect(ObjectIdentifier(ring.buffer!) == buffer, "appends with room keep the buffer")
+    #expect(ring.popFirst() == 0)
+    ring.prepend(-1)
+    ring[offset: 1] = 100
+    #expect(ObjectIdentifier(ring.buffer!) == buffer, "pops, prepends and writes keep the buffer")
+    ring.append(16)
+    #expect(ObjectIdentifier(ring.buffer!) != buffer, "a full ring grows into a new buffer")
+    let grown = ObjectIdentifier(ring.buffer!)
+    let copy = ring
+    ring.append(17)
+    #expect(ObjectIdentifier(ring.buffer!) != grown, "a shared buffer is copied before a change")
+    #expect(ObjectIdentifier(copy.buffer!) == grown, "the copy keeps its buffer")
+    #expect(copy.count == 17)
+    #expect(ring.count == 18)
+  }
+
+  /// A burst that grew the ring past ``RingBuffer/keptCapacity`` gives the buffer back when the ring empties; a
+  /// smaller ring keeps its buffer; either way the ring stays usable.
+  @Test func aLargeRingGivesItsBufferBackWhenItEmpties() {
+    var small = RingBuffer<Int>()
+    for value in 0..<100 { small.append(value) }
+    while small.popFirst() != nil {}
+    #expect(small.buffer != nil, "a small ring keeps its buffer")
+    var large = RingBuffer<Int>()
+    let burst = RingBuffer<Int>.keptCapacity * 3
+    for value in 0..<burst { large.append(value) }
+    #expect(large.buffer!.state.capacity >= burst)
+    for value in 0..<(burst - 1) { #expect(large.popFirst() == value) }
+    #expect(large.buffer != nil, "not empty yet")
+    #expect(large.popLast() == burst - 1)
+    #expect(large.buffer == nil, "the emptied large ring gave its buffer back")
+    large.append(7)
+    #expect(large.popFirst() == 7)
+  }
+
+  /// Random operations against an array, on elements that count themselves.
+  @Test(arguments: [UInt64(1), 2, 3])
+  func randomOperationsMatchAnArray(seed: UInt64) {
+    var random = SeededGenerator(seed: seed)
+    let before = Tracked.live.withLock { $0 }
+    do {
+      var ring = RingBuffer<Tracked>()
+      var model: [Int] = []
+      var saved: (RingBuffer<Tracked>, [Int])? = nil
+      for step in 0..<20_000 {
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<45:
+          ring.append(Tracked(step))
+          model.append(step)
+        case 45..<75: #expect(ring.popFirst()?.value == (model.isEmpty ? nil : model.removeFirst()))
+        case 75..<85:
+          ring.prepend(Tracked(-step))
+          model.insert(-step, at: 0)
+        case 85..<95: #expect(ring.popLast()?.value == model.popLast())
+        case 95..<98: saved = (ring, model)  // a copy that must not change
+        default:
+          if let (copy, copyModel) = saved {
+            #expect(copy.count == copyModel.count)
+            if !copyModel.isEmpty {
+              let offset = Int.random(in: 0..<copyModel.count, using: &random)
+              #expect(copy[offset: offset].value == copyModel[offset])
+            }
+          }
+        }
+        #expect(ring.count == model.count)
+      }
+      #expect(ring.removeAll().map(\.value) == model)
+      saved = nil
+    }
+    #expect(Tracked.live.withLock { $0 } == before, "elements leaked or died twice")
   }
 }
 
