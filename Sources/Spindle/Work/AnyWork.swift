@@ -516,6 +516,10 @@ public class AnyWork: @unchecked Sendable {
       if reusable {
         token.disarm()
         spareToken = consume token
+      } else {
+        // Let go of here, after the lock, on purpose: if another thread released its copy since the check, this is the
+        // last reference, and the token's deinit takes the work's lock (to fail work whose `finish` was dropped).
+        _ = consume token
       }
       guard let inline else { return .detached }
       trace?.recordEnd(self, queue: queue, termination: inline)
@@ -736,7 +740,13 @@ public class AnyWork: @unchecked Sendable {
     swap(&completed.dependents, &dependents)
     swap(&completed.handlers, &completionHandlers)
     dependencyList = .none
-    extras?.retryBody = nil
+    if let extras, let retryBody = extras.retryBody.take() {
+      // The retry policy's copy of the body (the same closures as `body`) may be their last reference: a callback body
+      // whose `finish` another thread called after the body returned has no other. Released with the completion,
+      // outside this lock, as the body is: released here, captures whose deinit reads the work spun on this lock for
+      // ever. When the body itself is still here (the work ended without running), this copy is not the last one.
+      if completed.releasedBody == nil { completed.releasedBody = consume retryBody }
+    }
     return completed
   }
 

@@ -333,11 +333,15 @@ struct WorkQueueSemanticsTests {
 
   /// A body's captures may have a deinit that reads the work (its state takes the item's lock). Released under that
   /// lock, the read would spin for ever: the worker hung, as it did for cancellation handlers. Covers every kind of
-  /// body with a retry policy (whose extra copy of the body goes at completion), a retried attempt, and cancelled
-  /// work that never ran.
+  /// body with a retry policy (whose extra copy of the body goes at completion), a retried attempt, cancelled work
+  /// that never ran, and callback bodies whose `finish` another thread calls or drops after they returned (with a retry
+  /// policy or an exclusivity key: that copy of the body is then the last one, and it was released under the lock).
   @Test(
     "a body's captures whose deinit reads the work are released without hanging the worker",
-    arguments: ["sync", "callback", "async", "cancelled", "retried"])
+    arguments: [
+      "sync", "callback", "async", "cancelled", "retried", "callback-late", "callback-late-drop",
+      "callback-late-exclusive",
+    ])
   func capturesReadingTheWorkAreReleasedSafely(kind: String) async throws {
     let queue = WorkQueue(name: "captures-read-work", maxConcurrent: 1)
     queue.suspend()
@@ -358,6 +362,18 @@ struct WorkQueueSemanticsTests {
         withExtendedLifetime(probe) { finish(1) }
       }
     case "async", "cancelled": work = queue.add(retry: retry) { [probe] () async in withExtendedLifetime(probe) { 1 } }
+    case "callback-late", "callback-late-drop", "callback-late-exclusive":
+      // `finish` called (or dropped) by another thread after the body returned: the worker's frame is gone, and the
+      // copy of the body kept for a retry (or for an exclusivity key's wait) is its last reference when the work
+      // completes. Found by a review: completing the work released that copy under the item's lock.
+      let drop = kind == "callback-late-drop"
+      let exclusive =
+        kind == "callback-late-exclusive" ? "captures-read-work-\(UInt64.random(in: 0...UInt64.max))" : nil
+      work = queue.addCallback(retry: exclusive == nil ? retry : nil, exclusive: exclusive) {
+        [probe] (finish: WorkFinish<Int>) in
+        withExtendedLifetime(probe) {}
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { if !drop { finish(1) } }
+      }
     default:
       work = queue.add(retry: retry) { [probe] () throws -> Int in
         try withExtendedLifetime(probe) {
@@ -384,7 +400,7 @@ struct WorkQueueSemanticsTests {
     #expect(advanced, "the worker went on to the next item")
     guard advanced else { return }  // broken, the worker spins holding the item's lock: reading the work would too
     #expect(await eventually(within: 10) { deinitRan.load(ordering: .relaxed) }, "the captures were released")
-    #expect(work.state == (kind == "cancelled" ? .cancelled : .finished))
+    #expect(work.state == (kind == "cancelled" ? .cancelled : kind == "callback-late-drop" ? .failed : .finished))
     holder.withLock { $0 = nil }
   }
 
