@@ -239,6 +239,7 @@ final class RingBufferStorage<Element>: ManagedBuffer<RingBufferHeader, Element>
   }
 }
 
+// A ring of sendable elements is sendable, as an array is.
 // @unchecked Sendable: as `Array`; the buffer is shared only between copies of one ring, and a copy changes it only
 // once it holds the only reference (copy on write).
 extension RingBuffer: @unchecked Sendable where Element: Sendable {}
