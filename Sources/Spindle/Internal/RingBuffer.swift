@@ -115,7 +115,12 @@ struct RingBuffer<Element> {
   @inlinable
   mutating func removeAllKeepingCapacity() {
     guard count > 0 else { return }
-    uniqueStorage().withUnsafeMutablePointers { header, elements in
+    guard isKnownUniquelyReferenced(&buffer) else {
+      // Shared: a fresh buffer of the same size, rather than a copy of elements only to destroy them.
+      buffer = RingBufferStorage.make(capacity: buffer.unsafelyUnwrapped.state.capacity)
+      return
+    }
+    buffer.unsafelyUnwrapped.withUnsafeMutablePointers { header, elements in
       header.pointee.deinitializeElements(elements)
       header.pointee.head = 0
     }

@@ -200,13 +200,13 @@ public class AnyWork: @unchecked Sendable {
   /// with ``WorkFinishDroppedError`` instead of holding its slot forever. A `finish` of an attempt that already ended
   /// (the work is being retried) changes nothing.
   final func finishDropped(_ token: FinishToken) {
-    let dropped: Bool = lock.withLock {
-      if finishCalled || token.attempt != attemptLocked { return false }
-      finishCalled = true
-      return true
-    }
-    guard dropped else { return }
-    finishDetached(.failed(WorkFinishDroppedError(work: name, queue: token.queueName)))
+    guard lock.withLock({ claimFinishLocked(token) }) else { return }
+    finishDetached(droppedFinish(token))
+  }
+
+  /// How work ends whose `finish` (`token`) was released uncalled.
+  final func droppedFinish(_ token: FinishToken) -> Termination {
+    .failed(WorkFinishDroppedError(work: name, queue: token.queueName))
   }
 
   /// Releases the typed body that `Work` stores for plain synchronous and callback work, once the work ended without
@@ -507,9 +507,7 @@ public class AnyWork: @unchecked Sendable {
         if unique && !token.wasCalled.load(ordering: .relaxed) {
           // The body let go of every copy of `finish` without calling it (what the token's deinit reports when the
           // last copy goes elsewhere): the work fails instead of holding its slot forever.
-          if claimFinishLocked(token), !phase.isFinal {
-            inlineTermination = .failed(WorkFinishDroppedError(work: name, queue: token.queueName))
-          }
+          if claimFinishLocked(token), !phase.isFinal { inlineTermination = droppedFinish(token) }
         }
         return (!phase.isFinal ? inlineTermination : nil, unique)
       }

@@ -72,10 +72,18 @@ import Testing
     for value in 0..<40 { ring.append("\(value)") }
     for _ in 0..<30 { _ = ring.popFirst() }
     for value in 40..<60 { ring.append("\(value)") }
+    let copy = ring
     ring.removeAllKeepingCapacity()
     #expect(ring.isEmpty)
+    #expect(copy.count == 30, "a copy keeps its elements")
+    #expect(ring.buffer!.state.capacity == copy.buffer!.state.capacity, "the capacity is kept")
     ring.append("again")
     #expect(ring.popFirst() == "again")
+    ring.append("once more")
+    let buffer = ObjectIdentifier(ring.buffer!)
+    ring.removeAllKeepingCapacity()
+    #expect(ring.isEmpty)
+    #expect(ObjectIdentifier(ring.buffer!) == buffer, "a ring that owns its buffer empties it in place")
   }
 
   /// A copy shares the buffer until one side changes: neither sees the other's changes, whichever changes first, with
