@@ -47,7 +47,7 @@ struct SpinLock: ~Copyable {
   }
 
   @inline(__always)
-  borrowing func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+  borrowing func withLock<Result: ~Copyable>(_ body: () throws -> Result) rethrows -> Result {
     lock()
     defer { unlock() }
     return try body()

@@ -99,9 +99,10 @@ extension WorkEngine {
   /// Retires the dependents that ended with the item (a failed or cancelled dependency).
   @inline(never)
   private static func retireEndedDependents(of rare: RareRetirement) {
-    for (other, var otherCompleted) in rare.ended {
-      otherCompleted.dependents = SmallList()  // `propagate` already told them
-      otherCompleted.retire(other)
+    for ended in rare.ended {
+      guard var completed = ended.completed.take() else { continue }
+      completed.dependents = SmallList()  // `propagate` already told them
+      completed.retire(ended.work)
     }
   }
 
@@ -128,7 +129,7 @@ extension WorkEngine {
         }
       } else if let endedCompleted = dependent.completeWithoutRunning(copy termination) {
         if rare == nil { rare = RareRetirement() }
-        rare!.ended.append((consume dependent, endedCompleted))
+        rare!.ended.append(EndedDependent(work: consume dependent, completed: consume endedCompleted))
       }
     }
     let success = completed.termination.isSuccess
@@ -142,7 +143,8 @@ extension WorkEngine {
     while let count = rare?.ended.count, index < count {
       // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running). Only the one
       // entry is copied: a copy of the array kept across `tell` would make each append copy the whole array.
-      let (dependents, termination) = (rare!.ended[index].1.dependents, rare!.ended[index].1.termination)
+      let entry = rare!.ended[index]
+      let (dependents, termination) = (entry.completed!.dependents, entry.completed!.termination)
       dependents.forEachElement { tell($0, termination.isSuccess, termination) }
       index += 1
     }
@@ -159,7 +161,20 @@ extension WorkEngine {
 /// Created, filled and read by the one thread that retires an item.
 final class RareRetirement {
   var foreign = SmallList<(AnyWork, WorkEngine)>()
-  var ended: [(AnyWork, Completed)] = []
+  var ended: [EndedDependent] = []
   var released: [AnyWork] = []
   var waiters: [Waiter] = []
+}
+
+/// A dependent that ended with the item that retired (a failed or cancelled dependency), with its completion: a class,
+/// as an array cannot hold the noncopyable ``Completed``. Made and read by the one thread that retires the item.
+final class EndedDependent {
+  let work: AnyWork
+  /// Taken when the dependent is retired.
+  var completed: Completed?
+
+  init(work: AnyWork, completed: consuming Completed) {
+    self.work = work
+    self.completed = consume completed
+  }
 }

@@ -54,10 +54,13 @@ extension WorkEngine {
         return
       case .retry:
         preconditionFailure("Spindle: an async body cannot end before its task starts")
-      case .skipped, .parked:
-        // Cancelled while it waited: the slot goes to the next ready item.
-        let next: AnyWork? = withState { $0.scheduler.detachedBodyEnded() }
-        guard let next else { return }
+      // Cancelled while it waited, or waiting for its exclusivity key: the slot goes to the next ready item. (Two
+      // labels: `Execution` is not copyable, and a label of several patterns cannot match one.)
+      case .skipped:
+        guard let next = withState({ $0.scheduler.detachedBodyEnded() }) else { return }
+        item = next
+      case .parked:
+        guard let next = withState({ $0.scheduler.detachedBodyEnded() }) else { return }
         item = next
       }
     }
@@ -112,7 +115,9 @@ extension WorkEngine {
           var finished: AnyWork? = consume item
           handBack(&finished, into: &batch)
         }
-      case .skipped, .parked:
+      case .skipped:
+        step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
+      case .parked:
         step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
       case .retry(let wait):
         step = withState { $0.scheduler.workerDone(mayLinger: !runsOnMain) }
