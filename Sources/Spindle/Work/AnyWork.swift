@@ -580,7 +580,7 @@ public class AnyWork: @unchecked Sendable {
       guard ExclusivityRegistry.shared.acquire(key, for: self) else { return .parked }
       let resumed: Bool = lock.withLock {
         guard case .pending = phase else { return false }
-        _ = remaining.subtract(1, ordering: .acquiringAndReleasing)
+        remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing)
         phase = .running
         startedAt = Platform.coarseUptimeNanoseconds
         self.body = nil
@@ -809,7 +809,10 @@ public class AnyWork: @unchecked Sendable {
   /// Counts down one resolved dependency, as ``dependencyResolved()``; when the work is now ready and its engine is
   /// `local`, says so without taking a reference to the engine (a retain and a release on every chained item).
   final func dependencyResolved(on local: WorkEngine?) -> Resolution {
-    guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return .waiting }
+    // Wrapping: one `lock xadd`. The trapping `subtract` is a compare-exchange loop (to check for overflow, which this
+    // count, at most the number of dependencies plus two, cannot reach), and this line is the one a chain's adding
+    // thread and its worker both write.
+    guard remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return .waiting }
     var done = DependencyList.none
     let resolution: Resolution = lock.withLock {
       guard case .pending = phase else { return .waiting }

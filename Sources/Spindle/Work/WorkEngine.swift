@@ -258,7 +258,7 @@ final class WorkEngine: @unchecked Sendable {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
       followsBarrier = withState { state in
         guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return false }
-        work.remaining.add(1, ordering: .relaxed)
+        work.remaining.wrappingAdd(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
         return true
       }
@@ -281,7 +281,7 @@ final class WorkEngine: @unchecked Sendable {
       // The one dependency already finished (a chain whose worker keeps up with its adder): nothing to wire, and
       // the item is admitted as one without dependencies, without the lock when a worker is there to take it. Its
       // value is safe to read: this thread saw the dependency finished under the dependency's lock.
-      work.remaining.subtract(1, ordering: .relaxed)
+      work.remaining.wrappingSubtract(1, ordering: .relaxed)
       admitUnwired(work)
       return
     }
@@ -328,7 +328,7 @@ final class WorkEngine: @unchecked Sendable {
   private func wire(_ work: AnyWork, to dependency: Unmanaged<AnyWork>) -> Bool {
     guard let termination = dependency._withUnsafeGuaranteedRef({ $0.addDependent(work) }) else { return true }
     if termination.isSuccess || work.acceptsFailedDependencies {
-      _ = work.remaining.subtract(1, ordering: .acquiringAndReleasing)
+      work.remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing)
     } else if let completed = work.completeWithoutRunning(termination) {
       retire(work, completed: completed)
       return false
