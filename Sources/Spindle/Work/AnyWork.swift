@@ -256,8 +256,15 @@ public class AnyWork: @unchecked Sendable {
     }
     let action: Action = lock.withLock {
       switch phase {
-      case .pending where isBarrier, .ready where isBarrier:
-        // A barrier still orders the queue: it skips its body when it runs (see `addBarrier`).
+      case .pending where isBarrier:
+        // A barrier still orders the queue: work added before it may still run, so it ends only once that work has
+        // finished, skipping its body (see `addBarrier`). With a reason, it ends with that reason, as running work does.
+        // A ready barrier has nothing left before it: it ends now, as other ready work does (marked and left in place
+        // instead, `cancelAll` took it out of the ready queue and it never ran).
+        if let reason {
+          if extras == nil { extras = WorkExtras(options: WorkOptions()) }
+          extras?.cancelReason = reason
+        }
         cancelRequested = true
         return .none
       case .pending, .ready:
@@ -582,7 +589,14 @@ public class AnyWork: @unchecked Sendable {
         self.body = extras.retryBody
         remaining.store(1, ordering: .releasing)
       }
-      guard ExclusivityRegistry.shared.acquire(key, for: self) else { return .parked }
+      // Cancelled between the lock section above and `acquire`, the work completed, and its retirement's `release`
+      // found it neither holding the key nor in line: `acquire` then made a completed item the holder or put it in
+      // line, and the key stayed taken for ever (found by a review's stress test). So once the work has completed,
+      // it lets go of the key here too; a second `release` for the same item finds nothing to do.
+      guard ExclusivityRegistry.shared.acquire(key, for: self) else {
+        if lock.withLock({ phase.isFinal }) { ExclusivityRegistry.shared.release(key, by: self) }
+        return .parked
+      }
       let resumed: Bool = lock.withLock {
         guard case .pending = phase else { return false }
         remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing)
@@ -591,8 +605,12 @@ public class AnyWork: @unchecked Sendable {
         self.body = nil
         return true
       }
-      // Cancelled in between: it completed (and released the key) on its own; the slot moves on.
-      guard resumed else { return .skipped }
+      // Cancelled in between: it completed; its retirement released the key if it ran after `acquire`, and this does
+      // if it ran before. The slot moves on.
+      guard resumed else {
+        ExclusivityRegistry.shared.release(key, by: self)
+        return .skipped
+      }
     }
     if let condition = extras.options.condition {
       let outcome: Termination?

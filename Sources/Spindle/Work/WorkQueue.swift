@@ -33,7 +33,8 @@ import Dispatch
 ///
 /// Lifetime: unfinished work keeps the queue's engine alive, so dropping the last `WorkQueue` handle lets
 /// running and ready work go on, except on a suspended queue: that cancels its pending work (nothing would
-/// ever resume it). Finished work keeps nothing of its queue.
+/// ever resume it; a barrier behind running work ends, cancelled, once that work has finished). Finished work keeps
+/// nothing of its queue.
 ///
 /// Scheduling costs O(1) per item and per dependency edge.
 public final class WorkQueue: Sendable {
@@ -76,8 +77,13 @@ public final class WorkQueue: Sendable {
 
   deinit {
     // Nothing can resume a suspended queue once its last handle is gone: cancel what it holds, so its items,
-    // their captures and their awaiters do not wait forever.
-    if engine.withState({ $0.scheduler.isSuspended }) { engine.cancelAll() }
+    // their captures and their awaiters do not wait forever. Then resume it: a cancelled barrier behind running work
+    // still has to start (skipping its body) once that work has finished, or it would wait for ever (found in
+    // review); nothing else is left to start, and nothing can be added any more.
+    if engine.withState({ $0.scheduler.isSuspended }) {
+      engine.cancelAll()
+      engine.resume()
+    }
   }
 
   /// The number of processors currently available, the default width of a queue.
@@ -126,7 +132,9 @@ public final class WorkQueue: Sendable {
   /// Cancels every unfinished work item of this queue, as ``AnyWork/cancel()`` does for each.
   ///
   /// Pending and ready work completes at once as cancelled (and so do its dependents, on any queue);
-  /// running bodies are asked to stop. Work added afterwards is not affected.
+  /// running bodies are asked to stop. A barrier with unfinished work before it ends once that work has finished,
+  /// cancelled, without running its body (on a suspended queue, once it is resumed). Work added afterwards is not
+  /// affected.
   public func cancelAll() {
     engine.cancelAll()
   }
