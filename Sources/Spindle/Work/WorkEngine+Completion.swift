@@ -100,9 +100,12 @@ extension WorkEngine {
   @inline(never)
   private static func retireEndedDependents(of rare: RareRetirement) {
     for ended in rare.ended {
-      guard var completed = ended.completed.take() else { continue }
-      completed.dependents = SmallList()  // `propagate` already told them
-      completed.retire(ended.work)
+      // Each entry's completion is there, once: `propagate` made the entry with it and only this takes it.
+      guard let completed = ended.completed.take() else {
+        assertionFailure("Spindle: a dependent that ended was retired twice")
+        continue
+      }
+      completed.retire(ended.work)  // its dependents were moved out and told by `propagate`
     }
   }
 
@@ -141,11 +144,16 @@ extension WorkEngine {
     }
     var index = 0
     while let count = rare?.ended.count, index < count {
-      // Copied out: `tell` appends to `ended` (the rare path of dependents that end without running). Only the one
-      // entry is copied: a copy of the array kept across `tell` would make each append copy the whole array.
+      // The entry (a class) is read out and its dependents moved out of its completion: `tell` appends to `ended`
+      // (the rare path of dependents that end without running), and a copy of the array kept across `tell` would make
+      // each append copy the whole array. Moved, the list is told once and is empty when the dependent retires.
       let entry = rare!.ended[index]
-      let (dependents, termination) = (entry.completed!.dependents, entry.completed!.termination)
-      dependents.forEachElement { tell($0, termination.isSuccess, termination) }
+      var dependents = SmallList<AnyWork>()
+      swap(&dependents, &entry.completed!.dependents)
+      let termination = entry.completed!.termination
+      dependents.removeAll { (dependent: consuming AnyWork) in
+        tell(consume dependent, termination.isSuccess, termination)
+      }
       index += 1
     }
   }
