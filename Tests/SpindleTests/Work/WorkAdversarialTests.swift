@@ -928,6 +928,45 @@ extension WorkAdversarialTests {
     let ended = await eventually(within: 5) { Self.isFinal(barrier.state) }
     #expect(ended, "barrier \(barrier.state)")
   }
+
+  /// A barrier cancelled with a reason while work before it runs ends with that reason once the work has finished,
+  /// without running its body, and its followers run; cancelled ready, it ends with the reason at once.
+  @Test func aBarrierCancelledWithAReasonEndsWithIt() async {
+    let gate = SpindleTestSupport.Gate()
+    let queue = WorkQueue(name: "adversarial.barrier-reason", maxConcurrent: 2)
+    let running = queue.add { () -> Int in
+      gate.wait()
+      return 1
+    }
+    #expect(await eventually(within: 30) { running.state == .running })
+    let bodyRan = Cell()
+    let barrier = queue.addBarrier(name: "gate") { bodyRan.increment() }
+    let follower = queue.add { 2 }
+    barrier.cancel(reason: "closing")
+    #expect(barrier.state == .pending, "it waits for the running work")
+    gate.open()
+    #expect(await eventually(within: 30) { Self.isFinal(barrier.state) && follower.state == .finished })
+    if case .failure(let error as WorkCancellationError)? = barrier.result {
+      #expect(error.reason == "closing")
+      #expect(error.work == "gate")
+    } else {
+      Issue.record("barrier ended \(String(describing: barrier.result)), not with its reason")
+    }
+    #expect(bodyRan.value == 0, "a cancelled barrier skips its body")
+
+    let suspended = WorkQueue(name: "adversarial.barrier-reason.ready", maxConcurrent: 1)
+    suspended.suspend()
+    let ready = suspended.addBarrier {}
+    #expect(ready.state == .ready)
+    ready.cancel(reason: "not needed")
+    if case .failure(let error as WorkCancellationError)? = ready.result {
+      #expect(error.reason == "not needed")
+    } else {
+      Issue.record("ready barrier ended \(String(describing: ready.result))")
+    }
+    suspended.resume()
+    #expect(await eventually(within: 30) { suspended.unfinishedCount == 0 })
+  }
 }
 
 // MARK: - Random control operations
