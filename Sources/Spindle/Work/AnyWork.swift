@@ -589,13 +589,10 @@ public class AnyWork: @unchecked Sendable {
         self.body = extras.retryBody
         remaining.store(1, ordering: .releasing)
       }
-      // Cancelled between the lock section above and `acquire`, the work completed, and its retirement's `release`
-      // found it neither holding the key nor in line: `acquire` then made a completed item the holder or put it in
-      // line, and the key stayed taken for ever (found by a review's stress test). So once the work has completed,
-      // it lets go of the key here too; a second `release` for the same item finds nothing to do.
-      guard ExclusivityRegistry.shared.acquire(key, for: self) else {
-        if lock.withLock({ phase.isFinal }) { ExclusivityRegistry.shared.release(key, by: self) }
-        return .parked
+      switch ExclusivityRegistry.shared.acquire(key, for: self) {
+      case .acquired: break
+      case .waiting: return .parked
+      case .ended: return .skipped  // cancelled since: it completed, and the slot moves on
       }
       let resumed: Bool = lock.withLock {
         guard case .pending = phase else { return false }
@@ -605,12 +602,8 @@ public class AnyWork: @unchecked Sendable {
         self.body = nil
         return true
       }
-      // Cancelled in between: it completed; its retirement released the key if it ran after `acquire`, and this does
-      // if it ran before. The slot moves on.
-      guard resumed else {
-        ExclusivityRegistry.shared.release(key, by: self)
-        return .skipped
-      }
+      // Cancelled after `acquire`: it completed, and its retirement releases the key it holds; the slot moves on.
+      guard resumed else { return .skipped }
     }
     if let condition = extras.options.condition {
       let outcome: Termination?

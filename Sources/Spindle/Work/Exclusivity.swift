@@ -14,17 +14,35 @@ final class ExclusivityRegistry: Sendable {
 
   private let keys = Locked<[String: Key]>([:])
 
-  /// Takes `key` for `item`, or puts `item` in line for it; `true` when `item` holds the key now.
-  func acquire(_ key: String, for item: AnyWork) -> Bool {
+  /// What ``acquire(_:for:)`` did.
+  enum Acquisition {
+    /// `item` holds the key now.
+    case acquired
+    /// `item` is in the key's line: it becomes ready when the key comes to it.
+    case waiting
+    /// `item` has ended (it was cancelled on its way here): it got neither the key nor a place in line.
+    case ended
+  }
+
+  /// Takes `key` for `item`, or puts `item` in line for it, unless `item` has ended.
+  ///
+  /// Never for ended work: a cancel can end an item between its worker's decision to ask for the key and this call,
+  /// and the item's retirement then releases a key it neither holds nor waits for (nothing to do). Given the key or a
+  /// place in line after that, ended work kept the key for ever (found by a review's stress test). The item's phase
+  /// is read under this registry's lock, which its retirement's ``release(_:by:)`` also takes: ended before, it is
+  /// turned away here; ended after, the release finds it holding the key or in line.
+  func acquire(_ key: String, for item: AnyWork) -> Acquisition {
     keys.withLock { keys in
+      // The item's lock inside the registry's: no path takes them the other way round.
+      if item.lock.withLock({ item.phase.isFinal }) { return .ended }
       guard var entry = keys[key] else {
         keys[key] = Key(holder: item)
-        return true
+        return .acquired
       }
-      if entry.holder === item { return true }
+      if entry.holder === item { return .acquired }
       entry.line.append(item)
       keys[key] = entry
-      return false
+      return .waiting
     }
   }
 

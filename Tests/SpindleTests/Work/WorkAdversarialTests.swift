@@ -56,7 +56,7 @@ struct WorkAdversarialTests {
     let waiter = noiseQueue.add { 0 }
     let stranger = noiseQueue.add { 0 }
     let longKey = "adversarial.long-line"
-    #expect(ExclusivityRegistry.shared.acquire(longKey, for: holder))
+    #expect(ExclusivityRegistry.shared.acquire(longKey, for: holder) == .acquired)
     for _ in 0..<1_000 { _ = ExclusivityRegistry.shared.acquire(longKey, for: waiter) }
     let noiseDone = DispatchGroup()
     do {
