@@ -952,7 +952,11 @@ struct Completed: ~Copyable {
   /// moves into the engine's retirement. The engine is held for the call: the retirement may end its unfinished
   /// work, and with it the reference it keeps to itself.
   consuming func retire(_ item: AnyWork, releasingSlot: Bool = false) {
-    guard let engine = engine.take()?.takeUnretainedValue() else { return }
+    guard let engine = engine.take()?.takeUnretainedValue() else {
+      // Work completes once, from a phase that is not final, and only until then does it hold its engine.
+      assertionFailure("Spindle: a completion without the engine that ran its work")
+      return
+    }
     engine.retire(item, completed: self, releasingSlot: releasingSlot)
   }
 
