@@ -84,9 +84,13 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   public final func wait() throws -> Value {
     if let result { return try result.get() }
     let blocking = try WorkEngine.checkWait(for: self)
-    defer { blocking?.endBlockedWait() }
     let done = DispatchSemaphore(value: 0)
-    whenComplete { _ in done.signal() }
+    // The blocked wait ends when the work completes, not when this thread wakes: the worker that completed it may
+    // start its next body (which may wait too) before this thread runs again, and must not count this wait.
+    whenComplete { _ in
+      blocking?.endBlockedWait()
+      done.signal()
+    }
     done.wait()
     return try result!.get()
   }

@@ -501,11 +501,10 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
-    let (started, done, key, mayStartAgain, queueName): (Bool, Bool, String?, Bool, String) = work.lock.withLock {
+    let (started, done, key, retries, queueName): (Bool, Bool, String?, Bool, String) = work.lock.withLock {
       let options = work.extras?.options
       return (
-        work.phase.isStarted, work.phase.isFinal, options?.exclusive,
-        options?.retry != nil || options?.exclusive != nil, work.queueNameLocked
+        work.phase.isStarted, work.phase.isFinal, options?.exclusive, options?.retry != nil, work.queueNameLocked
       )
     }
     // Not "unless started": while the key is held here, unfinished work with that key cannot be running its body,
@@ -515,8 +514,14 @@ final class WorkEngine: @unchecked Sendable {
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
     // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
-    // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started.
-    guard !started || (mayStartAgain && !done) else { return nil }
+    // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started; exclusive work
+    // that holds its key runs its body to the end and parks no more.
+    if started, !done {
+      let parksAgain = key.map { !ExclusivityRegistry.shared.isHeld($0, by: work) } ?? false
+      guard retries || parksAgain else { return nil }
+    } else if started {
+      return nil
+    }
     let width: Int? = engine.withState { state in
       let width = state.scheduler.width
       guard state.blockedWaits + 1 < width else { return width }
@@ -557,7 +562,7 @@ struct EngineState {
   var scheduler: WorkScheduler<AnyWork, Waiter>
   /// The newest unfinished item; the registry links every unfinished item (for `cancelAll` and reports).
   var registryHead: AnyWork?
-  /// Bodies of this queue blocked in `Work.wait()` for unstarted work of this queue.
+  /// Bodies of this queue blocked in `Work.wait()` for unstarted work of this queue, counted until that work completes.
   var blockedWaits = 0
   /// Pending barriers, oldest first, each with the items added after it (they wait for it).
   var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []

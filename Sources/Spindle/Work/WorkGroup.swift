@@ -3,8 +3,9 @@ import Dispatch
 /// A sub-graph of work that acts as one item: its value is what its final item returns, and it is cancelled,
 /// timed out and observed as one.
 ///
-/// Build it with ``WorkQueue/group(name:timeout:_:)``: every item added through the group (or added on any
-/// queue by the building closure, on its thread) is a member.
+/// Build it with ``WorkQueue/group(name:timeout:_:)``: every item added through the group is a member, and so is
+/// the item `build` returns. Work added straight to a queue inside `build` is not: add it through the group to have
+/// it cancelled, timed out and counted with the others.
 ///
 /// ```swift
 /// let album = queue.group(name: "album") { group in                       // Work<[Thumbnail]>
@@ -93,9 +94,10 @@ extension WorkQueue {
   /// Builds a group: a sub-graph whose value is what `build`'s final item returns.
   ///
   /// The group's work completes when the final item does, with its outcome. Cancelling it cancels every
-  /// member still unfinished; with a `timeout`, the members still unfinished when it runs out (counted from
-  /// now) are cancelled and the group fails with ``WorkTimeoutError`` naming it. Observers of the returned
-  /// work see the group's events.
+  /// member still unfinished; with a `timeout`, if the final item has not completed when it runs out (counted
+  /// from now), the members still unfinished are cancelled and the group fails with ``WorkTimeoutError`` naming
+  /// it. Observers of the returned work see the group's events. The members are the items added through the
+  /// group and the item `build` returns; work added straight to a queue inside `build` is not one.
   ///
   /// ```swift
   /// let album = queue.group(name: "album", timeout: .seconds(30)) { group in
@@ -125,8 +127,10 @@ extension WorkQueue {
     }
     if let timeout {
       let queueName = self.name
-      DispatchQueue.global().asyncAfter(deadline: .now() + dispatchInterval(timeout)) { [weak handle] in
-        guard let handle, !handle.state.isFinal else { return }
+      // The members' time is what runs out: once the final item has completed (its queue keeps unfinished work alive,
+      // so a released one has completed too), the group's work ends with its outcome as soon as it gets a slot.
+      DispatchQueue.global().asyncAfter(deadline: .now() + dispatchInterval(timeout)) { [weak handle, weak final] in
+        guard let handle, !handle.state.isFinal, let final, !final.state.isFinal else { return }
         handle.fail(with: WorkTimeoutError(work: handle.name, queue: queueName, timeout: timeout))
       }
     }
