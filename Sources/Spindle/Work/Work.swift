@@ -83,14 +83,16 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   @discardableResult
   public final func wait() throws -> Value {
     if let result { return try result.get() }
-    let blocking = try WorkEngine.checkWait(for: self)
     let done = DispatchSemaphore(value: 0)
-    // The blocked wait ends when the work completes, not when this thread wakes: the worker that completed it may
-    // start its next body (which may wait too) before this thread runs again, and must not count this wait.
+    // The wait stops counting as blocked when the work completes, not when this thread wakes: the worker that
+    // completed it may start its next body (which may wait too) before this thread runs again. Registered before the
+    // check, so that work completing between the check and here is seen (see `BlockedWait`).
+    let blocked = BlockedWait()
     whenComplete { _ in
-      blocking?.endBlockedWait()
+      blocked.end()
       done.signal()
     }
+    try WorkEngine.checkWait(for: self, blocked)
     done.wait()
     return try result!.get()
   }

@@ -491,10 +491,10 @@ final class WorkEngine: @unchecked Sendable {
     }
   }
 
-  /// Checks that a body may block waiting for `work`; returns the engine whose blocked-wait count it raised
-  /// (call `endBlockedWait()` after the wait), or throws when the wait could never end.
-  static func checkWait(for work: AnyWork) throws(WorkDeadlockError) -> WorkEngine? {
-    guard let current = WorkContext.currentWork else { return nil }
+  /// Checks that a body may block waiting for `work`, and counts the wait in the blocked-wait count of `work`'s engine
+  /// (through `blocked`, whose `end()` the work's completion calls); throws when the wait could never end.
+  static func checkWait(for work: AnyWork, _ blocked: BlockedWait) throws(WorkDeadlockError) {
+    guard let current = WorkContext.currentWork else { return }
     func deadlock(_ reason: String, _ queue: String) -> WorkDeadlockError {
       WorkDeadlockError(work: work.name, waiter: current.name, queue: queue, reason: reason)
     }
@@ -512,20 +512,23 @@ final class WorkEngine: @unchecked Sendable {
     if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
-    guard let engine = work.currentEngine, engine === current.currentEngine else { return nil }
+    guard let engine = work.currentEngine, engine === current.currentEngine else { return }
     // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
     // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started; exclusive work
     // that holds its key runs its body to the end and parks no more.
     if started, !done {
       let parksAgain = key.map { !ExclusivityRegistry.shared.isHeld($0, by: work) } ?? false
-      guard retries || parksAgain else { return nil }
+      guard retries || parksAgain else { return }
     } else if started {
-      return nil
+      return
     }
     let width: Int? = engine.withState { state in
       let width = state.scheduler.width
+      // Work that completed since it was looked at above needs no slot; such a wait is never counted (its completion
+      // saw nothing to uncount).
+      guard !blocked.hasEnded else { return nil }
       guard state.blockedWaits + 1 < width else { return width }
-      state.blockedWaits += 1
+      if blocked.count(on: engine) { state.blockedWaits += 1 }
       return nil
     }
     if let width {
@@ -536,11 +539,41 @@ final class WorkEngine: @unchecked Sendable {
         engine.name
       )
     }
-    return engine
   }
 
   func endBlockedWait() {
     withState { $0.blockedWaits -= 1 }
+  }
+}
+
+/// One body's `Work.wait()`, as the blocked-wait count of a queue sees it: counted by the deadlock check (under the
+/// engine's lock) unless the awaited work has completed, and uncounted by that completion if it was counted. Whichever
+/// of the two comes second sees what the first did, so a wait is never counted after its work completed, nor left
+/// counted.
+final class BlockedWait: Sendable {
+  private static let open = 0
+  private static let ended = 1
+  /// `open`, `ended`, or the engine whose count holds the wait (retained while it does).
+  private let state = Atomic<UInt>(0)
+
+  var hasEnded: Bool { state.load(ordering: .acquiring) == UInt(Self.ended) }
+
+  /// Marks the wait counted on `engine`, unless it has ended; call under the engine's lock, and count it if true.
+  func count(on engine: WorkEngine) -> Bool {
+    let counted = UInt(bitPattern: Unmanaged.passRetained(engine).toOpaque())
+    if state.compareExchange(expected: UInt(Self.open), desired: counted, ordering: .acquiringAndReleasing).exchanged {
+      return true
+    }
+    Unmanaged<WorkEngine>.fromOpaque(UnsafeRawPointer(bitPattern: counted)!).release()
+    return false
+  }
+
+  /// The awaited work completed: uncounts the wait if it was counted.
+  func end() {
+    let previous = state.exchange(UInt(Self.ended), ordering: .acquiringAndReleasing)
+    guard previous > UInt(Self.ended), let pointer = UnsafeRawPointer(bitPattern: previous) else { return }
+    let engine = Unmanaged<WorkEngine>.fromOpaque(pointer).takeRetainedValue()
+    engine.endBlockedWait()
   }
 }
 
