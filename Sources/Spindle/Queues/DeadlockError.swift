@@ -13,7 +13,8 @@
 public struct DeadlockError: Error, CustomStringConvertible, Sendable, Equatable {
   /// Why the dispatch cannot complete.
   public enum Reason: Sendable, Equatable {
-    /// The queue (or a serial queue it targets) is held by a caller blocked in `sync` further up the chain.
+    /// The queue (or a serial queue it targets) is held by a caller blocked in `sync` further up the chain, or the
+    /// queue (or a concurrent queue it targets) is running a barrier block further up the chain.
     case cycle
     /// A barrier `sync` was requested from a block already running on the same concurrent queue.
     case barrierFromInside

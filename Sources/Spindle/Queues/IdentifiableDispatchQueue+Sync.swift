@@ -7,14 +7,22 @@ extension IdentifiableDispatchQueue {
   ///   the time of the call), `work` runs inline on the calling thread instead of deadlocking.
   /// - Otherwise `work` is dispatched with `DispatchQueue.sync`, and code inside it is also recognised as running on
   ///   the caller's queues (see ``currentQueueIs(_:)``).
-  /// - If dispatching could never return — this queue, or a serial queue it was created to target, is held by a
-  ///   caller blocked in an enclosing `sync` (`a.sync { b.sync { a.sync { } } }`), or a barrier is requested from
-  ///   inside the same concurrent queue — the process stops with a ``DeadlockError`` message naming the chain of
-  ///   labels instead of hanging. Use ``syncChecked(flags:execute:)`` to get the error thrown instead.
+  /// - If dispatching could never return, the process stops with a ``DeadlockError`` message naming the chain of
+  ///   labels instead of hanging or trapping in libdispatch. Use ``syncChecked(flags:execute:)`` to get the error
+  ///   thrown instead. That is the case when
+  ///   - this queue, or a serial queue it was created to target, is held by a caller blocked in an enclosing `sync`
+  ///     (`a.sync { b.sync { a.sync { } } }`);
+  ///   - this queue, or a concurrent queue it was created to target, is running a barrier block further up the
+  ///     calling thread's chain: one entered with this type's `sync(flags: .barrier)`, or submitted with its
+  ///     `async(flags: .barrier)` or `asyncAfter(deadline:flags: .barrier)`
+  ///     (`c.sync(flags: .barrier) { s.sync { c.sync { } } }`);
+  ///   - a barrier is requested from inside the same concurrent queue, or from a chain that holds it in any way.
   ///
   /// What cannot be known: a cycle closed by plain `DispatchQueue.sync` calls that never go through this type, a
-  /// target set later with `setTarget(queue:)` or on an adopted queue (for deadlock detection only), and two
-  /// different threads taking two queues in opposite orders.
+  /// barrier block submitted to ``queue`` directly (`queue.async(flags: .barrier)`), a target set later with
+  /// `setTarget(queue:)` or on an adopted queue (for deadlock detection only), and two different threads taking two
+  /// queues in opposite orders. A non-barrier `sync` into a concurrent queue that a non-barrier block up the chain
+  /// runs on is not a deadlock, and runs.
   ///
   /// ```swift
   /// let cache = IdentifiableDispatchQueue(label: "com.app.cache")
@@ -41,7 +49,7 @@ extension IdentifiableDispatchQueue {
   }
 
   /// Runs `work` on the queue like ``sync(flags:execute:)``, but throws ``DeadlockError`` instead of stopping the
-  /// process when the dispatch could never return.
+  /// process when the dispatch could never return (the cases ``sync(flags:execute:)`` lists).
   ///
   /// ```swift
   /// do {
@@ -68,25 +76,52 @@ extension IdentifiableDispatchQueue {
   }
 
   /// Submits `work` to run asynchronously on the queue; forwards to `DispatchQueue.async(group:qos:flags:execute:)`.
+  ///
+  /// A `.barrier` block on a concurrent queue is recorded for the time it runs, so a ``sync(flags:execute:)`` back
+  /// into the queue from inside it (through other queues) is reported as a deadlock instead of reaching libdispatch.
   public func async(
     group: DispatchGroup? = nil,
     qos: DispatchQoS = .unspecified,
     flags: DispatchWorkItemFlags = [],
     execute work: @escaping @Sendable () -> Void
   ) {
-    queue.async(group: group, qos: qos, flags: flags, execute: work)
+    queue.async(group: group, qos: qos, flags: flags, execute: recordingBarrier(flags, work))
   }
 
   /// Submits `work` to run on the queue at `deadline`.
   ///
-  /// Forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`.
+  /// Forwards to `DispatchQueue.asyncAfter(deadline:qos:flags:execute:)`; a `.barrier` block on a concurrent queue is
+  /// recorded as with ``async(group:qos:flags:execute:)``.
   public func asyncAfter(
     deadline: DispatchTime,
     qos: DispatchQoS = .unspecified,
     flags: DispatchWorkItemFlags = [],
     execute work: @escaping @Sendable () -> Void
   ) {
-    queue.asyncAfter(deadline: deadline, qos: qos, flags: flags, execute: work)
+    queue.asyncAfter(deadline: deadline, qos: qos, flags: flags, execute: recordingBarrier(flags, work))
+  }
+
+  /// `work` itself, or for a barrier on a concurrent queue, `work` run under a frame that marks this queue as held
+  /// exclusively by the thread running it (see `SyncChain.holdsExclusively(_:from:)`).
+  private func recordingBarrier(
+    _ flags: DispatchWorkItemFlags,
+    _ work: @escaping @Sendable () -> Void
+  ) -> @Sendable () -> Void {
+    guard identity.isConcurrent && flags.contains(.barrier) else { return work }
+    let identity = identity
+    return {
+      let slot = identity.chainSlot
+      // The block holds `identity`, so the unretained reference outlives the frame.
+      let frame = SyncFrame(
+        queue: Unmanaged.passUnretained(identity),
+        caller: nil,
+        next: SyncChain.top(slot),
+        barrier: true
+      )
+      withExtendedLifetime(identity) {
+        withUnsafePointer(to: frame) { frame in SyncChain.withFrame(frame, slot: slot, work) }
+      }
+    }
   }
 
   /// How a `sync` must go.
@@ -116,15 +151,21 @@ extension IdentifiableDispatchQueue {
   @usableFromInline
   func slowRoute(nearest: QueueIdentity?, top: UnsafePointer<SyncFrame>?, flags: DispatchWorkItemFlags) -> SyncRoute {
     let barrier = flags.contains(.barrier)
-    // Is this queue (unless concurrent and no barrier), or a serial queue it targets, held by a blocked caller?
-    if !identity.isConcurrent || barrier, SyncChain.holds(identity, from: top) {
+    // Is this queue held by a blocked caller? Any hold blocks a serial queue or a barrier; a non-barrier block of a
+    // concurrent queue waits only for a barrier block of the queue itself running further up this thread's chain.
+    let shared = identity.isConcurrent && !barrier
+    if shared ? SyncChain.holdsExclusively(identity, from: top) : SyncChain.holds(identity, from: top) {
       return .deadlock(deadlockError(nearest: nearest, top: top, held: identity, reason: .cycle))
     }
+    // Is a queue it targets held: a serial one by a blocked caller or the current block, a concurrent one by a
+    // barrier block in the chain?
     var ancestor = identity.parent
     while let held = ancestor {
-      if !held.isConcurrent
-        && ((nearest != nil && held.isInCurrentTargetChain) || SyncChain.holds(held, from: top))
-      {
+      let blocked =
+        held.isConcurrent
+        ? SyncChain.holdsExclusively(held, from: top)
+        : (nearest != nil && held.isInCurrentTargetChain) || SyncChain.holds(held, from: top)
+      if blocked {
         return .deadlock(deadlockError(nearest: nearest, top: top, held: held, reason: .cycle))
       }
       ancestor = held.parent
@@ -163,7 +204,8 @@ extension IdentifiableDispatchQueue {
       let frame = SyncFrame(
         queue: Unmanaged.passUnretained(identity),
         caller: nearest.map { Unmanaged.passUnretained($0) },
-        next: top
+        next: top,
+        barrier: flags.contains(.barrier)
       )
       withUnsafePointer(to: frame) { frame in
         // Closure literals (not a stored closure) keep `result` and `failure` on the stack.

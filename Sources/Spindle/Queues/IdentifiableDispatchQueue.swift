@@ -31,8 +31,8 @@ public final class IdentifiableDispatchQueue: Sendable {
   /// Creates a queue with the same parameters as `DispatchQueue.init`.
   ///
   /// When `target` is itself identifiable, code running on the new queue is also recognised as running on the target
-  /// (libdispatch's target walk), and a `sync` onto the new queue from a chain that holds a serial target is reported
-  /// as a deadlock.
+  /// (libdispatch's target walk), and a `sync` onto the new queue from a chain that holds a serial target, or that
+  /// runs a barrier block of a concurrent target, is reported as a deadlock.
   public convenience init(
     label: String,
     qos: DispatchQoS = .unspecified,

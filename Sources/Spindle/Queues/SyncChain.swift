@@ -4,7 +4,9 @@ import Dispatch
 ///
 /// Frames live on the stack of the blocked caller (which cannot return before the block finishes), and the
 /// innermost one is published in a thread-local slot for the duration of the block, on whatever thread the block
-/// runs (the caller's thread for ordinary queues, the main thread for the main queue).
+/// runs (the caller's thread for ordinary queues, the main thread for the main queue). A barrier block submitted with
+/// `IdentifiableDispatchQueue.async` or `asyncAfter` to a concurrent queue also runs under a frame (no caller, on the
+/// block's own stack), so the chain knows which concurrent queues the thread holds exclusively.
 @usableFromInline
 struct SyncFrame {
   /// The queue the `sync` went to.
@@ -13,12 +15,21 @@ struct SyncFrame {
   @usableFromInline var caller: Unmanaged<QueueIdentity>?
   /// The frame of the enclosing `sync`, if any.
   @usableFromInline var next: UnsafePointer<SyncFrame>?
+  /// Whether the block was submitted with `.barrier`: on a concurrent queue, nothing else of the queue runs until the
+  /// block ends.
+  @usableFromInline var barrier: Bool
 
   @inlinable
-  init(queue: Unmanaged<QueueIdentity>, caller: Unmanaged<QueueIdentity>?, next: UnsafePointer<SyncFrame>?) {
+  init(
+    queue: Unmanaged<QueueIdentity>,
+    caller: Unmanaged<QueueIdentity>?,
+    next: UnsafePointer<SyncFrame>?,
+    barrier: Bool = false
+  ) {
     self.queue = queue
     self.caller = caller
     self.next = next
+    self.barrier = barrier
   }
 }
 
@@ -62,6 +73,18 @@ enum SyncChain {
       if let caller = current.pointee.caller, caller._withUnsafeGuaranteedRef({ $0.isOrTargets(identity) }) {
         return true
       }
+      frame = current.pointee.next
+    }
+    return false
+  }
+
+  /// Whether a frame in the chain starting at `top` is a barrier block of `identity` itself, which then holds the
+  /// queue exclusively (a barrier on a queue that targets `identity` holds only that queue).
+  static func holdsExclusively(_ identity: QueueIdentity, from top: UnsafePointer<SyncFrame>?) -> Bool {
+    let wanted = Unmanaged.passUnretained(identity).toOpaque()
+    var frame = top
+    while let current = frame {
+      if current.pointee.barrier && current.pointee.queue.toOpaque() == wanted { return true }
       frame = current.pointee.next
     }
     return false
