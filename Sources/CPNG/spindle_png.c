@@ -140,14 +140,21 @@ int spindle_png_decoder_read_header(spindle_png_decoder *decoder, uint64_t max_p
     if (*(const uint8_t *)&probe == 1) png_set_swap(png);
   }
   decoder->interlaced = png_set_interlace_handling(png) > 1;
-  png_read_update_info(png, info);
+  // The layout the transformations above produce, worked out here: png_read_update_info would allocate (and zero)
+  // two rows, and a header only (the batch's memory estimate) must cost nothing whatever the width: a 300-byte
+  // file declaring 2147483647x1 cost 6 GB. read_pixels calls it and checks that libpng agrees.
+  int has_trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+  switch (color) {
+  case PNG_COLOR_TYPE_GRAY: decoder->channels = has_trns ? 2 : 1; break;
+  case PNG_COLOR_TYPE_GRAY_ALPHA: decoder->channels = 2; break;
+  case PNG_COLOR_TYPE_PALETTE:
+  case PNG_COLOR_TYPE_RGB: decoder->channels = has_trns ? 4 : 3; break;
+  case PNG_COLOR_TYPE_RGB_ALPHA: decoder->channels = 4; break;
+  default: return spindle_png_fail(decoder, SPINDLE_PNG_CORRUPT, "unknown PNG colour type");
+  }
+  decoder->depth = depth == 16 && keep_16_bits ? 16 : 8;
   decoder->width = (int)w;
   decoder->height = (int)h;
-  decoder->channels = png_get_channels(png, info);
-  decoder->depth = png_get_bit_depth(png, info);
-  if ((decoder->depth != 8 && decoder->depth != 16) || decoder->channels < 1 || decoder->channels > 4 ||
-      png_get_rowbytes(png, info) != (size_t)w * (size_t)decoder->channels * (size_t)(decoder->depth / 8))
-    return spindle_png_fail(decoder, SPINDLE_PNG_CORRUPT, "unexpected PNG layout after conversion");
   *width = decoder->width;
   *height = decoder->height;
   *channels = decoder->channels;
@@ -165,7 +172,10 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
   memset(pixels, 0, row_bytes * (size_t)decoder->height);
   volatile int rows_done = 0;
   volatile int pixels_done = 0;
+  volatile int reading = 0;
   if (setjmp(png_jmpbuf(decoder->png))) {
+    // Before any data was read (libpng could not set up its rows): no pixel to keep, lenient or not.
+    if (!reading) return spindle_png_fail(decoder, SPINDLE_PNG_CORRUPT, decoder->messages.message);
     int truncated = strstr(decoder->messages.message, "end of file") != NULL ||
                     strstr(decoder->messages.message, "Not enough image data") != NULL;
     int status = truncated ? SPINDLE_PNG_TRUNCATED : SPINDLE_PNG_CORRUPT;
@@ -185,6 +195,12 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
     decoder->stage = 2;
     return SPINDLE_PNG_OK;
   }
+  png_read_update_info(decoder->png, decoder->info);
+  if (png_get_channels(decoder->png, decoder->info) != decoder->channels ||
+      png_get_bit_depth(decoder->png, decoder->info) != decoder->depth ||
+      png_get_rowbytes(decoder->png, decoder->info) != row_bytes)
+    return spindle_png_fail(decoder, SPINDLE_PNG_CORRUPT, "unexpected PNG layout after conversion");
+  reading = 1;
   int passes = decoder->interlaced ? PNG_INTERLACE_ADAM7_PASSES : 1;
   for (int pass = 0; pass < passes; pass++) {
     for (int y = 0; y < decoder->height; y++) {
@@ -404,7 +420,9 @@ int spindle_png_encode(const uint8_t *pixels, int width, int height, int channel
     if (*(const uint8_t *)&probe == 1) png_set_swap(png);
   }
   png_write_image(png, rows);
-  png_write_end(png, info);
+  // Every chunk went before the image data with png_write_info. Given the info again, libpng 1.6 writes eXIf a
+  // second time after IDAT (PNG allows one); without it, png_write_end writes only IEND.
+  png_write_end(png, NULL);
   png_destroy_write_struct(&png, &info);
   free(rows);
   *output = sink->buffer;

@@ -225,7 +225,9 @@ public struct ImageDecoder: Sendable {
   private func pngError(_ status: Int32, _ message: String, header: Bool, height: Int) -> ImageError {
     if header {
       if message.contains("end of file") {
-        return ImageError(.truncated(format: .png, firstMissingRow: 0, height: max(1, height), message: message))
+        // Cut before its size was read, the file has no row count to name: "row 0 of 1" would be made up.
+        return ImageError(
+          .truncated(format: .png, firstMissingRow: height > 0 ? 0 : nil, height: max(1, height), message: message))
       }
       return ImageError(.invalidFile(format: .png, message: message))
     }
