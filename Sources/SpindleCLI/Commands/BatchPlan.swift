@@ -41,10 +41,93 @@ struct BatchPlan {
     return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
   }
 
+  /// Creates the folder at `path` and any missing parents: nil when it is a folder then, else what went wrong in the
+  /// system's words, naming the parent it concerns when it is not `path` itself (`out/a.jpg is a file`).
+  ///
+  /// Foundation's `createDirectory` said only "The operation could not be completed. (NSCocoaErrorDomain error
+  /// 512.)" for a parent that is a file.
+  static func makeFolder(_ path: String) -> String? {
+    let top = path
+    func make(_ path: String) -> String? {
+      var info = stat()
+      if stat(path, &info) == 0 {
+        guard (info.st_mode & S_IFMT) != S_IFDIR else { return nil }
+        return path == top ? "a file of that name exists" : "\(path) is a file, not a folder"
+      }
+      let parent = (path as NSString).deletingLastPathComponent
+      if !parent.isEmpty, parent != path, let failure = make(parent) { return failure }
+      if mkdir(path, 0o777) == 0 { return nil }
+      let code = errno
+      if code == EEXIST && isDirectory(path) { return nil }
+      return path == top ? systemMessage(code) : "\(path): \(systemMessage(code))"
+    }
+    return make(path)
+  }
+
+  /// The names in the folder at `path` (without `.` and `..`), or the system's reason it cannot be listed.
+  static func listFolder(_ path: String) -> Result<[String], FolderListingError> {
+    guard let directory = opendir(path) else { return .failure(FolderListingError(reason: systemMessage(errno))) }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while true {
+      errno = 0
+      guard let entry = readdir(directory) else {
+        if errno != 0 { return .failure(FolderListingError(reason: systemMessage(errno))) }
+        return .success(names)
+      }
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+  }
+
+  /// Why a folder could not be listed: the system's message.
+  struct FolderListingError: Error {
+    var reason: String
+  }
+
+  static func systemMessage(_ code: Int32) -> String { String(cString: strerror(code)) }
+
+  /// The paths under `folder`, relative to it, with those of its sub-folders (never through a symbolic link to a
+  /// folder, nor into a folder whose name starts with `.`), and each sub-folder that could not be listed with why.
+  static func walk(
+    _ folder: String, list: (String) -> Result<[String], FolderListingError>
+  ) -> (paths: [String], unlisted: [(path: String, reason: String)]) {
+    var paths: [String] = []
+    var unlisted: [(path: String, reason: String)] = []
+    var pending: [String] = []
+    func add(_ names: [String], under relative: String) {
+      for name in names {
+        let child = relative.isEmpty ? name : relative + "/" + name
+        paths.append(child)
+        var info = stat()
+        let full = (folder as NSString).appendingPathComponent(child)
+        if !name.hasPrefix("."), lstat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { pending.append(child) }
+      }
+    }
+    switch list(folder) {
+    case .success(let names): add(names, under: "")
+    case .failure(let error): return ([], [(folder, error.reason)])
+    }
+    while let relative = pending.popLast() {
+      let path = (folder as NSString).appendingPathComponent(relative)
+      switch list(path) {
+      case .success(let names): add(names, under: relative)
+      case .failure(let error): unlisted.append((path, error.reason))
+      }
+    }
+    return (paths, unlisted)
+  }
+
   /// Expands folders into their JPEG/PNG files (regular files only), drops duplicates, and sorts by path.
   ///
-  /// Arguments that do not exist, or that are neither a regular file nor a folder (a FIFO, a device), are rejected.
-  static func collectInputs(_ arguments: [String], recursive: Bool) -> (inputs: [Input], rejected: [Decision]) {
+  /// Arguments that do not exist, or that are neither a regular file nor a folder (a FIFO, a device), are rejected,
+  /// and so is each folder (with `recursive`, each sub-folder) that cannot be listed, with the system's reason: its
+  /// photos would otherwise be left out without a word. `list` lists one folder (a test's stand-in may refuse some).
+  static func collectInputs(
+    _ arguments: [String], recursive: Bool, list: (String) -> Result<[String], FolderListingError> = listFolder
+  ) -> (inputs: [Input], rejected: [Decision]) {
     var inputs: [Input] = []
     var rejected: [Decision] = []
     var seen: Set<String> = []
@@ -63,17 +146,18 @@ struct BatchPlan {
       }
       let listing: [String]
       if recursive {
-        guard let enumerator = FileManager.default.enumerator(atPath: argument) else {
-          rejected.append(.reject(path: argument, reason: "cannot list folder"))
-          continue
+        let (paths, unlisted) = walk(argument, list: list)
+        for (path, reason) in unlisted {
+          rejected.append(.reject(path: path, reason: "cannot list folder: \(reason)"))
         }
-        listing = enumerator.compactMap { $0 as? String }
+        listing = paths
       } else {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: argument) else {
-          rejected.append(.reject(path: argument, reason: "cannot list folder"))
+        switch list(argument) {
+        case .success(let names): listing = names
+        case .failure(let error):
+          rejected.append(.reject(path: argument, reason: "cannot list folder: \(error.reason)"))
           continue
         }
-        listing = names
       }
       for relative in listing {
         let name = (relative as NSString).lastPathComponent

@@ -196,10 +196,8 @@ struct TiltShiftCommand: ParsableCommand {
     }
     // Output folders (mirrored sub-folders too) exist before any work starts.
     for folder in Set([outputFolder] + items.map { ($0.output as NSString).deletingLastPathComponent }) {
-      do {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-      } catch {
-        Terminal.error("error: cannot create output folder \(folder): \(error.localizedDescription)")
+      if let failure = BatchPlan.makeFolder(folder) {
+        Terminal.error("error: cannot create output folder \(folder): \(failure)")
         return 1
       }
     }

@@ -1,0 +1,90 @@
+import Foundation
+import SpindleTestSupport
+import Testing
+
+@testable import SpindleCLI
+@testable import TiltShift
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// A photographer's review of `spindle tiltshift`: folders it cannot read, output folders it cannot make.
+@Suite struct TiltShiftReviewTests {
+  @Test func aSubFolderThatCannotBeListedIsAnErrorNotASilentGap() throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    for folder in ["photos/2023", "photos/locked", "photos/.cache"] {
+      try FileManager.default.createDirectory(
+        at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+      try Data([0xFF, 0xD8]).write(to: root.appendingPathComponent("\(folder)/IMG_0001.jpg"))
+    }
+    let photos = root.appendingPathComponent("photos").path
+    // Root reads any folder: the stand-in lister refuses one as the system refuses an unreadable folder.
+    let list = { (path: String) -> Result<[String], BatchPlan.FolderListingError> in
+      path.hasSuffix("/locked") || path.hasSuffix("/.cache")
+        ? .failure(BatchPlan.FolderListingError(reason: "Permission denied")) : BatchPlan.listFolder(path)
+    }
+    let (inputs, rejected) = BatchPlan.collectInputs([photos], recursive: true, list: list)
+    #expect(inputs.map(\.path) == ["\(photos)/2023/IMG_0001.jpg"])
+    let reasons = rejected.compactMap { decision -> String? in
+      if case .reject(let path, let reason, _) = decision { return "\(path): \(reason)" }
+      return nil
+    }
+    // A hidden folder is never read, so it is never an error.
+    #expect(reasons == ["\(photos)/locked: cannot list folder: Permission denied"])
+    // Not recursive: the folder argument itself, with the system's reason.
+    let flat = BatchPlan.collectInputs(["\(photos)/locked"], recursive: false, list: list).rejected
+    guard case .reject(_, "cannot list folder: Permission denied", _)? = flat.first else {
+      Issue.record("\(flat)")
+      return
+    }
+  }
+
+  @Test(.enabled(if: getuid() != 0, "root reads every folder"))
+  func anUnreadableSubFolderFailsTheRun() async throws {
+    let root = try CLI.temporaryFolder()
+    defer {
+      chmod(root.appendingPathComponent("photos/locked").path, 0o755)
+      try? FileManager.default.removeItem(at: root)
+    }
+    for folder in ["photos/2023", "photos/locked"] {
+      try FileManager.default.createDirectory(
+        at: root.appendingPathComponent(folder), withIntermediateDirectories: true)
+      try TiltShiftCommandTests.writePhoto(
+        root.appendingPathComponent("\(folder)/IMG_0001.jpg"), seed: 1, width: 32, height: 24)
+    }
+    chmod(root.appendingPathComponent("photos/locked").path, 0)
+    let result = try await CLI.run([
+      "tiltshift", "-qr", root.appendingPathComponent("photos").path, "-o", root.appendingPathComponent("out").path,
+    ])
+    #expect(result.status == 1, "\(result.stderr)")
+    #expect(result.stderr.contains("locked: cannot list folder: Permission denied"), "\(result.stderr)")
+  }
+
+  @Test func anOutputFolderThatCannotBeMadeSaysWhy() throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let file = root.appendingPathComponent("photo.jpg").path
+    try Data([1]).write(to: URL(fileURLWithPath: file))
+    #expect(BatchPlan.makeFolder(file) == "a file of that name exists")
+    #expect(BatchPlan.makeFolder(file + "/out/2024") == "\(file) is a file, not a folder")
+    let nested = root.appendingPathComponent("a/b/c").path
+    #expect(BatchPlan.makeFolder(nested) == nil)
+    #expect(BatchPlan.isDirectory(nested))
+    #expect(BatchPlan.makeFolder(nested) == nil, "an existing folder is fine")
+  }
+
+  @Test func anOutputFolderUnderAFileFailsWithPlainWords() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let photo = root.appendingPathComponent("photo.jpg")
+    try TiltShiftCommandTests.writePhoto(photo, seed: 2, width: 32, height: 24)
+    let result = try await CLI.run(["tiltshift", photo.path, "-o", photo.path + "/out"])
+    #expect(result.status == 1)
+    #expect(
+      result.stderr.contains("cannot create output folder \(photo.path)/out: \(photo.path) is a file, not a folder"),
+      "\(result.stderr)")
+    #expect(!result.stderr.contains("NSCocoaErrorDomain"))
+  }
+}
