@@ -9,7 +9,8 @@ import Testing
   import Glibc
 #endif
 
-/// A photographer's review of `spindle tiltshift`: folders it cannot read, output folders it cannot make.
+/// A photographer's review of `spindle tiltshift`: folders it cannot read, output folders it cannot make, and
+/// advice it gives.
 @Suite struct TiltShiftReviewTests {
   @Test func aSubFolderThatCannotBeListedIsAnErrorNotASilentGap() throws {
     let root = try CLI.temporaryFolder()
@@ -86,5 +87,18 @@ import Testing
       result.stderr.contains("cannot create output folder \(photo.path)/out: \(photo.path) is a file, not a folder"),
       "\(result.stderr)")
     #expect(!result.stderr.contains("NSCocoaErrorDomain"))
+  }
+
+  @Test func lenientIsNotSuggestedWhenItWasGiven() {
+    let error = ImageError(
+      .truncated(format: .png, firstMissingRow: nil, height: 1, message: "unexpected end of file"), path: "a.png")
+    #expect(TiltShiftCommand.hint(for: error) == " (--lenient decodes what is there)")
+    #expect(TiltShiftCommand.hint(for: error, lenient: true) == "")
+    let report = FileReport(
+      item: BatchItem(input: "a.png", output: "out/a.png"), outcome: .failed(error), timings: StageTimings())
+    #expect(!TiltShiftCommand.line(for: report, lenient: true).contains("--lenient"))
+    let summary = TiltShiftCommand.Summary(
+      processed: [report], rejected: [], interrupted: false, seconds: 0, megapixels: 0, lenient: true)
+    #expect(!summary.json.contains("--lenient"))
   }
 }

@@ -89,7 +89,8 @@ struct TiltShiftCommand: ParsableCommand {
 
   /// Parses `a-b` for `--band`: two fractions with 0 ≤ a ≤ b ≤ 1.
   @Sendable static func parseBand(_ text: String) -> ClosedRange<Double>? {
-    let parts = text.split(separator: "-", maxSplits: 1).map { Double($0) }
+    // Empty pieces kept: "-0.1-0.5" is a negative bound, not "0.1-0.5".
+    let parts = text.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map { Double($0) }
     guard parts.count == 2, let low = parts[0], let high = parts[1], 0 <= low, low <= high, high <= 1 else {
       return nil
     }
@@ -149,6 +150,7 @@ struct TiltShiftCommand: ParsableCommand {
 
   func run() async throws -> Int32 {
     let parameters = try self.parameters
+    let lenient = arguments[\.lenient]
     // Ctrl-\ (SIGQUIT) from here until the command returns: a note while the inputs are planned, then the batch's
     // stuck-queue report, and the command goes on. It stays on after the batch, so a Ctrl-\ that lands while the
     // summary is printed reports the finished batch instead of ending the process with a crash report.
@@ -217,7 +219,7 @@ struct TiltShiftCommand: ParsableCommand {
     let recording = traceOutputs.isRequested ? WorkTrace() : nil
     let configuration = BatchConfiguration(
       filter: TiltShiftFilter(parameters: parameters),
-      decoder: ImageDecoder(maxPixels: maxPixels, isLenient: arguments[\.lenient]),
+      decoder: ImageDecoder(maxPixels: maxPixels, isLenient: lenient),
       outputFormat: format == "same" ? nil : (format == "png" ? .png : .jpeg),
       jpegQuality: quality,
       jobs: jobs,
@@ -254,7 +256,7 @@ struct TiltShiftCommand: ParsableCommand {
     let summary = await batch.run { report, progress in
       progressBar.clear()
       if Self.prints(report, quiet: quiet || json) {
-        Terminal.error(Self.line(for: report))
+        Terminal.error(Self.line(for: report, lenient: lenient))
       }
       for warning in report.warnings {
         Terminal.error(Terminal.styled("warning:", .yellow, forError: true) + " \(warning)")
@@ -275,7 +277,8 @@ struct TiltShiftCommand: ParsableCommand {
       rejected: rejected,
       interrupted: interrupted,
       seconds: seconds,
-      megapixels: Double(summary.progress.pixels) / 1e6
+      megapixels: Double(summary.progress.pixels) / 1e6,
+      lenient: lenient
     )
     if json {
       Terminal.out(result.json)
@@ -299,24 +302,24 @@ struct TiltShiftCommand: ParsableCommand {
     return false
   }
 
-  static func line(for report: FileReport) -> String {
+  static func line(for report: FileReport, lenient: Bool = false) -> String {
     switch report.outcome {
     case .succeeded(let width, let height, _, let written):
       return "ok    \(report.item.input) → \(report.item.output) (\(width)×\(height), \(Format.bytes(written)), "
         + "\(Format.seconds(report.timings.total)))"
     case .failed(let error):
-      return Terminal.styled("error:", .red, forError: true) + " \(error)\(hint(for: error))"
+      return Terminal.styled("error:", .red, forError: true) + " \(error)\(hint(for: error, lenient: lenient))"
     case .cancelled:
       return "cancelled \(report.item.input)"
     }
   }
 
-  /// The flag that changes the outcome of `error`, for the error line.
-  static func hint(for error: ImageError) -> String {
+  /// The flag that changes the outcome of `error`, for the error line; none when that flag (`--lenient`) was given.
+  static func hint(for error: ImageError, lenient: Bool = false) -> String {
     switch error.kind {
     case .tooManyPixels: " (raise the limit with --max-pixels)"
     case .exceedsMemoryBudget: " (raise the budget with --memory)"
-    case .truncated, .corruptData: " (--lenient decodes what is there)"
+    case .truncated, .corruptData: lenient ? "" : " (--lenient decodes what is there)"
     case .metadataTooLarge: " (write PNG with --format png, or drop metadata with --strip)"
     default: ""
     }
@@ -342,6 +345,8 @@ struct TiltShiftCommand: ParsableCommand {
     var interrupted: Bool
     var seconds: Double
     var megapixels: Double
+    /// Whether `--lenient` was given (the errors then suggest it no more).
+    var lenient = false
 
     var succeeded: Int { processed.filter(\.succeeded).count }
     var failed: Int {
@@ -383,7 +388,7 @@ struct TiltShiftCommand: ParsableCommand {
           ]
         case .failed(let error):
           entry["status"] = "failed"
-          entry["error"] = error.description + TiltShiftCommand.hint(for: error)
+          entry["error"] = error.description + TiltShiftCommand.hint(for: error, lenient: lenient)
         case .cancelled:
           entry["status"] = "cancelled"
         }

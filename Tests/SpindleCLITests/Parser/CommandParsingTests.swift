@@ -83,6 +83,9 @@ import Testing
         "--radius expects a number from 0 to \(Int(TiltShiftParameters.maximumRadius)), got 'abc'"
       ),
       (base + ["--band", "0.7-0.2"], "--band expects two fractions 'a-b' with 0 ≤ a ≤ b ≤ 1, got '0.7-0.2'"),
+      // A negative lower bound was read as "0.1-0.5": the leading '-' was dropped as an empty piece.
+      (base + ["--band=-0.1-0.5"], "--band expects two fractions 'a-b' with 0 ≤ a ≤ b ≤ 1, got '-0.1-0.5'"),
+      (base + ["--band", "0.2-0.3-0.4"], "--band expects two fractions 'a-b' with 0 ≤ a ≤ b ≤ 1, got '0.2-0.3-0.4'"),
       (base + ["--shard", "4/3"], "--shard expects K/N with 1 ≤ K ≤ N, got '4/3'"),
       (base + ["--format", "gif"], "--format expects one of jpeg, jpg, png, same, got 'gif'"),
       (base + ["--format", "pgn"], "--format expects one of jpeg, jpg, png, same, got 'pgn'; did you mean 'png'?"),
