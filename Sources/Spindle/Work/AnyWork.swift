@@ -88,6 +88,10 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var finishCalled = false
   // lock: a callback body is on the stack of the worker that started it
   @exclusivity(unchecked) var inBody = false
+  // lock: a thread is delivering this item's events to its observers (outside the lock); the other threads' events of
+  // the item wait in `extras` for it (see `claimEventDeliveryLocked`). Only ever set while the queue is observed. In
+  // the padding after `inBody`: no item is larger for it.
+  @exclusivity(unchecked) var deliveringEvents = false
   // lock
   @exclusivity(unchecked) var completionHandlers = SmallList<@Sendable () -> Void>()
   // lock: when the body (its latest attempt) started, on the coarse clock; for the stuck-queue report
@@ -229,7 +233,8 @@ public class AnyWork: @unchecked Sendable {
   /// - Running work is asked to stop: ``WorkContext/isCancelled`` becomes `true` for a synchronous or
   ///   callback body, the handlers given to ``WorkContext/onCancel(_:)`` and ``WorkFinish/onCancel(_:)`` run
   ///   (once), and an `async` body's task is cancelled. The work ends as cancelled if the body throws
-  ///   `CancellationError`; otherwise it keeps the body's outcome.
+  ///   `CancellationError`; otherwise it keeps the body's outcome. Observers get one
+  ///   ``WorkEvent/Kind/cancelRequested(reason:)``, after the work's `started` event and before its `finished`.
   /// - Finished work is not affected. Calling `cancel()` more than once is harmless.
   public func cancel() {
     cancel(reason: nil)
@@ -252,7 +257,8 @@ public class AnyWork: @unchecked Sendable {
     enum Action: ~Copyable {
       case none
       case completed(Completed)
-      case running(Task<Void, Never>?, SmallList<@Sendable () -> Void>)
+      /// The task and handlers to cancel, and the engine when this thread delivers the item's events now.
+      case running(Task<Void, Never>?, SmallList<@Sendable () -> Void>, WorkEngine?)
     }
     let action: Action = lock.withLock {
       switch phase {
@@ -279,7 +285,18 @@ public class AnyWork: @unchecked Sendable {
           extras?.cancelReason = reason
         }
         cancelRequested = true
-        return .running(runningTask, extras?.takeCancelHandlers() ?? SmallList())
+        // The event takes its place among the item's events here, under the lock that marked the work cancelled,
+        // before it can complete: when the worker is still delivering `willStart` and `started`, or another thread an
+        // earlier event, this one is left to that thread, which delivers it next; otherwise this thread delivers it,
+        // and then whatever was left to it meanwhile (a `finished`, when the body ended at once). The engine is taken
+        // here, while the work holds it: once the work completed, it no longer does.
+        var deliverer: WorkEngine? = nil
+        if let engine, engine._withUnsafeGuaranteedRef({ $0.isObserved.load(ordering: .relaxed) }),
+          claimEventDeliveryLocked(.cancelRequested(reason: reason))
+        {
+          deliverer = engine.takeUnretainedValue()
+        }
+        return .running(runningTask, extras?.takeCancelHandlers() ?? SmallList(), deliverer)
       case .finished, .failed, .cancelled, .cancelledWithReason:
         return .none
       }
@@ -287,8 +304,11 @@ public class AnyWork: @unchecked Sendable {
     switch consume action {
     case .none:
       break
-    case .running(let task, let handlers):
-      currentEngine?.emit(.cancelRequested(reason: reason), for: self)
+    case .running(let task, let handlers, let deliverer):
+      if let deliverer {
+        deliverer.deliver(.cancelRequested(reason: reason), for: self)
+        deliverer.deliverHeldEvents(of: self)
+      }
       task?.cancel()
       for handler in handlers { handler() }
     case .completed(let completed):
@@ -388,9 +408,17 @@ public class AnyWork: @unchecked Sendable {
     let trace = owner.trace
     if owner.isObserved.load(ordering: .relaxed) {
       let attempt = extras?.attempts ?? 1
+      // The start events take their place among the item's events here, under the lock that made the work running: a
+      // `cancel()` from now on finds this thread delivering them, and leaves its event to it (see `emit`).
+      let delivers = claimEventDeliveryLocked(.willStart(attempt: attempt))
+      // Another thread still delivers an event of the item (none is known to): both go to it, in order.
+      if !delivers { _ = claimEventDeliveryLocked(.started(attempt: attempt)) }
       lock.unlock()
-      owner.emit(.willStart(attempt: attempt), for: self)
-      owner.emit(.started(attempt: attempt), for: self)
+      if delivers {
+        owner.deliver(.willStart(attempt: attempt), for: self)
+        owner.deliver(.started(attempt: attempt), for: self)
+        owner.deliverHeldEvents(of: self)
+      }
       lock.lock()
     }
     if let extras {

@@ -7,6 +7,18 @@ import Synchronization
 /// album.observe { event in print(event.kind) }         // one item
 /// for await event in queue.events { metrics.record(event) }
 /// ```
+///
+/// An item's events reach the observers one at a time, in the order of what they report: ``Kind/added``; for each
+/// attempt ``Kind/willStart(attempt:)`` and ``Kind/started(attempt:)`` (then ``Kind/retrying(attempt:error:)`` when it
+/// failed and is tried again); at most one ``Kind/cancelRequested(reason:)``, only for running work, after
+/// `started`; and ``Kind/finished(_:)`` last. Work cancelled before it started gets no `cancelRequested`: it completes
+/// at once, and its `finished` event says it was cancelled.
+///
+/// Each event is delivered on the thread where it happens, unless another thread is still delivering an earlier event
+/// of the same item: then that thread delivers it, right after. So a `cancel()` that comes while the worker delivers
+/// `willStart` and `started` returns at once, and the worker delivers its `cancelRequested` next; and when the work
+/// completes while the cancelling thread delivers `cancelRequested`, that thread delivers `finished` too, which can
+/// then come after the work's value is available and its completion handlers ran.
 public struct WorkEvent: Sendable, CustomStringConvertible {
   /// What happened.
   public enum Kind: Sendable {
@@ -18,7 +30,8 @@ public struct WorkEvent: Sendable, CustomStringConvertible {
     case started(attempt: Int)
     /// An attempt failed with `error`; attempt `attempt` follows after the retry policy's wait.
     case retrying(attempt: Int, error: any Error)
-    /// Running work was asked to stop (with the reason given to ``AnyWork/cancel(reason:)``, if any).
+    /// Running work was asked to stop (with the reason given to ``AnyWork/cancel(reason:)``, if any): once, after
+    /// `started` and before `finished`, however the cancel and the work's start and end race.
     case cancelRequested(reason: String?)
     /// The work completed.
     case finished(WorkOutcome)
@@ -166,8 +179,20 @@ struct QueueObservers {
   }
 }
 
+// The order of an item's events. Each event is delivered outside every lock (handlers are user code), by the thread
+// where it happens, which may be another one for each event of the same item: the worker delivers `willStart` and
+// `started`, the thread that calls `cancel()` delivers `cancelRequested`, whichever thread retires the work delivers
+// `finished`. Delivered freely, a cancel's event could overtake the start events (the worker let go of the item's lock
+// before delivering them), and a cancel's could come after `finished` (the body ended while the cancelling thread was
+// about to deliver it). So one thread at a time delivers an item's events (`AnyWork.deliveringEvents`, under the
+// item's lock): a thread that has an event while another delivers leaves it to that thread (in `WorkExtras`), which
+// delivers it next. The worker and `cancel()` take their turn, or leave their event, under the same lock acquisition
+// that changes the item's phase (to running; cancel requested), so the events keep the order of the changes. All of
+// it is behind `isObserved`: nothing changes for a queue that nobody observes.
+
 extension WorkEngine {
-  /// Tells the queue's and the item's observers about `kind`; a relaxed load when nobody observes.
+  /// Tells the queue's and the item's observers about `kind` (see above for the order); a relaxed load when nobody
+  /// observes.
   @inline(__always)
   func emit(_ kind: @autoclosure () -> WorkEvent.Kind, for item: AnyWork) {
     guard isObserved.load(ordering: .relaxed) else { return }
@@ -175,10 +200,27 @@ extension WorkEngine {
   }
 
   private func emitSlow(_ kind: WorkEvent.Kind, for item: AnyWork) {
-    let event = WorkEvent(kind: kind, work: item.name, queue: name, time: .now)
+    guard item.lock.withLock({ item.claimEventDeliveryLocked(kind) }) else { return }
+    deliver(kind, for: item)
+    deliverHeldEvents(of: item)
+  }
+
+  /// Delivers one event of `item` to the queue's observers and the item's; `time` is when it happened (now, unless
+  /// another thread left it). Call only on the thread whose turn it is to deliver the item's events.
+  func deliver(_ kind: WorkEvent.Kind, at time: ContinuousClock.Instant = .now, for item: AnyWork) {
+    let event = WorkEvent(kind: kind, work: item.name, queue: name, time: time)
     let handlers = withState { Array($0.observers.handlers.values) }
     for handler in handlers { handler(event) }
     for handler in item.observerList() { handler(event) }
+  }
+
+  /// Delivers the events of `item` that other threads left to this one while it delivered, then gives up the turn.
+  func deliverHeldEvents(of item: AnyWork) {
+    while true {
+      let held = item.lock.withLock { item.takeHeldEventsLocked() }
+      if held.isEmpty { return }
+      for (kind, time) in held { deliver(kind, at: time, for: item) }
+    }
   }
 
   /// Registers a queue observer.
@@ -229,6 +271,31 @@ extension WorkEngine {
 extension AnyWork {
   func observerList() -> [@Sendable (WorkEvent) -> Void] {
     lock.withLock { extras?.observers ?? [] }
+  }
+
+  /// Takes the turn to deliver this item's events (`true`: the caller delivers `kind`, then
+  /// `WorkEngine.deliverHeldEvents(of:)`), or leaves `kind` to the thread that has it (`false`), which delivers it after
+  /// the events before it. Call with `lock` held, where the change the event reports is made, and only while the queue
+  /// is observed.
+  final func claimEventDeliveryLocked(_ kind: @autoclosure () -> WorkEvent.Kind) -> Bool {
+    guard deliveringEvents else {
+      deliveringEvents = true
+      return true
+    }
+    if extras == nil { extras = WorkExtras(options: WorkOptions()) }
+    extras.unsafelyUnwrapped.heldEvents.append((kind(), .now))
+    return false
+  }
+
+  /// The events left to the thread that delivers this item's events; none gives up its turn. Call with `lock` held.
+  final func takeHeldEventsLocked() -> [(WorkEvent.Kind, ContinuousClock.Instant)] {
+    guard let extras, !extras.heldEvents.isEmpty else {
+      deliveringEvents = false
+      return []
+    }
+    var held: [(WorkEvent.Kind, ContinuousClock.Instant)] = []
+    swap(&held, &extras.heldEvents)
+    return held
   }
 
   /// Calls `handler` with this item's events from now on (``WorkEvent``): will start, started, retrying,

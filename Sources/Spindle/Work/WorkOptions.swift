@@ -176,6 +176,9 @@ final class WorkExtras {
   var timedOut = false
   /// This item's observers.
   var observers: [@Sendable (WorkEvent) -> Void] = []
+  /// This item's events that other threads left to the one delivering its events (``AnyWork/deliveringEvents``), in
+  /// order, each with the time it happened.
+  var heldEvents: [(WorkEvent.Kind, ContinuousClock.Instant)] = []
   /// Work cancelled with this work (the members of a group).
   var cancelAlso: [AnyWork] = []
   /// The members' progress, on a group's work.

@@ -77,7 +77,9 @@ extension WorkQueue {
   /// let logging = queue.observe { event in print(event) }   // 'resize' on 'images': started (attempt 1)
   /// ```
   ///
-  /// Handlers run on the thread where the event happens, outside the queue's locks; keep them short.
+  /// Handlers run on the thread where the event happens (or, while an earlier event of the same item is being
+  /// delivered on another thread, on that one, right after it), outside the queue's locks; keep them short. Each
+  /// item's events come one at a time and in order (see ``WorkEvent``).
   public func observe(_ handler: @escaping @Sendable (WorkEvent) -> Void) -> WorkObservation {
     engine.observe(handler)
   }
