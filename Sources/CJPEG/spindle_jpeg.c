@@ -22,6 +22,11 @@ typedef struct {
   int damage_code;
   int damage_row;
   char damage_message[JMSG_LENGTH_MAX];
+  /// Whether the first damage warning ends the decode (longjmp) instead of letting libjpeg pad the rest with
+  /// gray: set while a strict (not lenient) decode reads pixels, where the padded rows would only be thrown away.
+  int stop_on_damage;
+  /// Set when the decode was stopped that way, so the longjmp is told from libjpeg's own fatal errors.
+  int stopped_on_damage;
 } spindle_error_manager;
 
 /// Whether a warning means the decoded pixels are incomplete or wrong (libjpeg pads them with gray).
@@ -60,6 +65,13 @@ static void spindle_emit_message(j_common_ptr cinfo, int level) {
           manager->damage_row = (int)info->output_scanline;
       }
       manager->base.format_message(cinfo, manager->damage_message);
+      if (manager->stop_on_damage) {
+        // Strict: the file is refused whatever comes next, so decoding (and paging in) every padded row of a
+        // huge image that ends early would be wasted work. libjpeg allows leaving from a message as from an error.
+        manager->base.num_warnings++;
+        manager->stopped_on_damage = 1;
+        longjmp(manager->jump, 1);
+      }
     }
     manager->base.num_warnings++;
   }
@@ -77,6 +89,8 @@ static void spindle_install_errors(spindle_error_manager *manager) {
   manager->damage_code = -1;
   manager->damage_row = -1;
   manager->damage_message[0] = 0;
+  manager->stop_on_damage = 0;
+  manager->stopped_on_damage = 0;
 }
 
 /// Progressive JPEGs may hold any number of scans, each a full pass over the image; a hostile file
@@ -235,7 +249,17 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
   uint8_t *volatile scratch = NULL;
   if (setjmp(decoder->errors.jump)) {
     free(scratch);
+    if (decoder->errors.stopped_on_damage) {
+      int status = spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+      return spindle_fail(decoder, status, decoder->errors.damage_message);
+    }
     return spindle_fail(decoder, SPINDLE_JPEG_CORRUPT, decoder->errors.message);
+  }
+  // Not lenient: stop at the first damage warning; the rows after it are never decoded (nor written).
+  decoder->errors.stop_on_damage = !lenient;
+  if (!lenient && decoder->errors.damage_code >= 0) {
+    int status = spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+    return spindle_fail(decoder, status, decoder->errors.damage_message);
   }
   decoder->stage = 2;
   jpeg_start_decompress(&decoder->info);

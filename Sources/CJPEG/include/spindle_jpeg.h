@@ -46,7 +46,8 @@ int spindle_jpeg_decoder_read_header(spindle_jpeg_decoder *decoder, uint64_t max
 
 /// Decodes all pixels into `pixels` (width*height*channels bytes, rows top to bottom, no padding).
 /// Data that ends early returns SPINDLE_JPEG_TRUNCATED, damaged entropy data SPINDLE_JPEG_DAMAGED, wherever
-/// the warning came; with `lenient` both return OK (gray-padded pixels) and spindle_jpeg_decoder_damage says so.
+/// the warning came, as soon as it comes: the rows from there on are never decoded, and `pixels` keeps whatever
+/// they held. With `lenient` both return OK (gray-padded pixels) and spindle_jpeg_decoder_damage says so.
 int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient);
 
 /// After read_pixels: 0 when the pixels are whole, else SPINDLE_JPEG_TRUNCATED or SPINDLE_JPEG_DAMAGED with
