@@ -55,7 +55,7 @@ extension ImageMetadata {
       case Self.app13 where bytes.starts(with: Self.jpegIPTCHeader):
         iptcParts += bytes.dropFirst(Self.jpegIPTCHeader.count)
       case Self.com:
-        comments.append(Self.string(fromUnknownEncoding: bytes))
+        commentBytes.append(bytes)
       default:
         continue
       }
@@ -132,8 +132,9 @@ extension ImageMetadata {
         offset = end
       }
     }
-    for comment in comments + text.filter({ $0.keyword == "Comment" }).map(\.text) {
-      markers.append((Self.com, Array(comment.utf8.prefix(Self.jpegMarkerPayload))))
+    // COM comments go back as the bytes they were read as (Latin-1 stays Latin-1); PNG `Comment` text as UTF-8.
+    for comment in commentBytes + text.filter({ $0.keyword == "Comment" }).map({ Array($0.text.utf8) }) {
+      markers.append((Self.com, Array(comment.prefix(Self.jpegMarkerPayload))))
     }
     return markers
   }

@@ -22,8 +22,14 @@ extension ImageMetadata {
   /// extended XMP merged in, since PNG has no size limit) in `iTXt`, IPTC as a raw profile in `zTXt`.
   var pngTextEntries: [TextEntry] {
     var entries = text
-    for comment in comments {
-      entries.append(TextEntry(keyword: "Comment", text: comment, isInternational: !Self.isLatin1(comment)))
+    // A COM comment keeps its bytes in PNG too: one read as UTF-8 (valid UTF-8 beyond ASCII) goes in `iTXt`, which
+    // is UTF-8; one read as Latin-1 (or plain ASCII) in `tEXt`, which is Latin-1. Either way the text is the same
+    // and so are the bytes. (A comment that holds a NUL, which `tEXt` cannot, goes in `iTXt` as UTF-8.)
+    for bytes in commentBytes {
+      let comment = Self.string(fromUnknownEncoding: bytes)
+      let beyondASCII = comment.unicodeScalars.contains { $0.value > 0x7F }
+      let isUTF8 = beyondASCII && String(validating: bytes, as: UTF8.self) != nil
+      entries.append(TextEntry(keyword: "Comment", text: comment, isInternational: isUTF8 || !Self.isLatin1(comment)))
     }
     if let xmp, !xmp.isEmpty {
       let packet = extendedXMP.map { XMPPacket.merging(main: xmp, extended: $0) } ?? xmp

@@ -99,7 +99,25 @@ public struct ImageMetadata: Sendable, Equatable {
   /// The IPTC block: Photoshop image resources (JPEG APP13 after `Photoshop 3.0\0`; PNG `zTXt` `Raw profile type 8bim`).
   public var iptc: [UInt8]?
   /// JPEG COM comments (PNG output writes them as `Comment` text).
-  public var comments: [String]
+  ///
+  /// A COM marker names no encoding: its bytes read as UTF-8 when they are valid UTF-8, else as Latin-1. The bytes
+  /// themselves are kept (``commentBytes``), and a comment left as it was is written back byte for byte; a comment
+  /// set or changed here is written as UTF-8.
+  public var comments: [String] {
+    get { commentBytes.map(Self.string(fromUnknownEncoding:)) }
+    set {
+      // Keep the original bytes of every comment that is still there (in any position), re-encode only new text.
+      var unused = commentBytes
+      commentBytes = newValue.map { comment in
+        if let index = unused.firstIndex(where: { Self.string(fromUnknownEncoding: $0) == comment }) {
+          return unused.remove(at: index)
+        }
+        return Array(comment.utf8)
+      }
+    }
+  }
+  /// The COM comments as the file held them (a Latin-1 `Café` stays `43 61 66 E9`): what JPEG output writes.
+  var commentBytes: [[UInt8]]
   /// PNG text chunks other than XMP and raw profiles (JPEG output keeps `Comment` entries as COM markers).
   public var text: [TextEntry]
   /// PNG `gAMA`: the image gamma × 100000.
@@ -113,7 +131,7 @@ public struct ImageMetadata: Sendable, Equatable {
 
   /// Creates empty metadata.
   public init() {
-    comments = []
+    commentBytes = []
     text = []
   }
 
