@@ -127,4 +127,102 @@ import Testing
     let back = try ImageDecoder().decode(try ImageEncoder(format: .png).encode(image)).metadata.text
     #expect(back.filter { $0.keyword == "Comment" }.map(\.text) == ["Café", "Café", "Café ☕", "ascii"])
   }
+
+  // MARK: 3. IPTC in a PNG's `Raw profile type iptc`
+
+  /// A `zTXt` chunk's data as ExifTool 12.57 wrote it (`exiftool -IPTC:Caption-Abstract="Caf tést"
+  /// -IPTC:Keywords=boats a.png`): keyword, compression method, then the zlib stream of "\nIPTC profile\n      42\n"
+  /// and the hex of one Photoshop IPTC resource (8BIM 0x0404), with no `Photoshop 3.0` header.
+  static let exifToolIPTC: [UInt8] =
+    Array("Raw profile type iptc".utf8) + [0, 0] + [
+      0x78, 0x9C, 0x3D, 0x8B, 0x31, 0x0A, 0x80, 0x30, 0x10, 0x04, 0xFB, 0x7B, 0x45, 0x9E, 0x90, 0xBB, 0x5B, 0xEF,
+      0x92, 0xDA, 0xCA, 0xCE, 0xC2, 0x1F, 0xC4, 0x04, 0x04, 0x41, 0xF1, 0xFF, 0x85, 0x89, 0x85, 0xB3, 0xB0, 0x2C,
+      0x03, 0x4B, 0xCB, 0xBA, 0xCD, 0xE1, 0x7E, 0xAE, 0x76, 0x9C, 0x95, 0xC2, 0x07, 0x84, 0x34, 0x41, 0x90, 0xB1,
+      0x47, 0xF4, 0xFC, 0x70, 0xE5, 0x12, 0x85, 0x73, 0x9F, 0x93, 0x89, 0x35, 0x63, 0x87, 0xEB, 0x70, 0x9E, 0xBA,
+      0x4B, 0x50, 0x63, 0x33, 0x89, 0x8E, 0x9A, 0x5D, 0x1D, 0x5C, 0x28, 0xCA, 0xF7, 0x1C, 0x0D, 0x7A, 0x01, 0x48,
+      0xD9, 0x17, 0x96,
+    ]
+
+  /// IPTC-IIM records: a caption and a keyword.
+  static let iim: [UInt8] =
+    [0x1C, 2, 120, 0, 7] + Array("harbour".utf8) + [0x1C, 2, 25, 0, 5] + Array("boats".utf8)
+
+  /// `records` in one Photoshop IPTC resource, as APP13 carries them.
+  static func resource(_ records: [UInt8]) -> [UInt8] {
+    Array("8BIM".utf8) + [0x04, 0x04, 0, 0] + TestImages.be32(UInt32(records.count)) + records
+      + (records.count % 2 == 1 ? [0] : [])
+  }
+
+  /// A small PNG holding `chunks` before its image data.
+  static func png(_ chunks: [(String, [UInt8])]) -> [UInt8] {
+    TestImages.png(width: 2, height: 1, bitDepth: 8, colorType: 0, rows: [[7, 9]], before: chunks)
+  }
+
+  /// A text chunk of each type holding `text`.
+  static func textChunk(_ type: String, _ keyword: String, _ text: String) -> (String, [UInt8]) {
+    let name = Array(keyword.utf8) + [0]
+    switch type {
+    case "zTXt": return (type, name + [0] + TestImages.zlibStored(Array(text.utf8)))
+    case "iTXt": return (type, name + [0, 0, 0, 0] + Array(text.utf8))
+    default: return (type, name + Array(text.utf8))
+    }
+  }
+
+  /// The APP13 payloads of a JPEG file.
+  static func app13(_ jpeg: [UInt8]) -> [[UInt8]] {
+    PhotoFixtures.jpegMarkers(jpeg).filter { $0.code == 0xED }.map(\.payload)
+  }
+
+  @Test func iptcThatExifToolWroteInAPNGReachesTheJPEG() throws {
+    let image = try ImageDecoder().decode(Self.png([("zTXt", Self.exifToolIPTC)]))
+    let caption: [UInt8] = [0x1C, 2, 120, 0, 8] + Array("Caf t".utf8) + [0xE9] + Array("st".utf8)
+    let iptc = try #require(image.metadata.iptc, "the IPTC was dropped")
+    #expect(iptc.starts(with: Array("8BIM".utf8) + [0x04, 0x04]) && iptc.count == 42)
+    #expect(iptc.indices.contains { iptc[$0...].starts(with: caption) }, "the caption is in it")
+    #expect(!image.metadata.text.contains { $0.keyword == "Raw profile type iptc" })
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.app13(jpeg) == [Array("Photoshop 3.0".utf8) + [0] + iptc])
+    #expect(try ImageDecoder().decode(jpeg).metadata.iptc == iptc)
+  }
+
+  @Test(arguments: ["tEXt", "zTXt", "iTXt"])
+  func bareIPTCRecordsGetTheirPhotoshopResource(type: String) throws {
+    // ImageMagick's form: the IPTC-IIM records alone, no 8BIM resource around them.
+    let text = ImageMetadata.rawProfileText("iptc", Self.iim)
+    let image = try ImageDecoder().decode(Self.png([Self.textChunk(type, "Raw profile type iptc", text)]))
+    #expect(image.metadata.iptc == Self.resource(Self.iim))
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.app13(jpeg) == [Array("Photoshop 3.0".utf8) + [0] + Self.resource(Self.iim)])
+  }
+
+  @Test func aPNGKeepsItsIPTCProfileAsItCameUnlessTheIPTCChanged() throws {
+    let text = ImageMetadata.rawProfileText("iptc", Self.iim)
+    var image = try ImageDecoder().decode(Self.png([Self.textChunk("tEXt", "Raw profile type iptc", text)]))
+    var written = try ImageDecoder().decode(try ImageEncoder(format: .png).encode(image)).metadata
+    // PNG to PNG: the same chunk (keyword, kind, text), not a new `Raw profile type 8bim`.
+    #expect(written.pngIPTCText == ImageMetadata.TextEntry(keyword: "Raw profile type iptc", text: text))
+    #expect(written.iptc == Self.resource(Self.iim))
+    image.metadata.iptc = Self.resource(Array(Self.iim.prefix(12)))
+    written = try ImageDecoder().decode(try ImageEncoder(format: .png).encode(image)).metadata
+    #expect(written.pngIPTCText == nil && written.iptc == Self.resource(Array(Self.iim.prefix(12))))
+    image.metadata.iptc = nil
+    image.metadata.iptc = Self.resource(Self.iim)
+    #expect(image.metadata.pngIPTCText == nil, "a change forgets the text even when changed back")
+  }
+
+  @Test func aPhotoshopProfileIsPreferredToTheIPTCOneWhateverTheirOrder() throws {
+    // ImageMagick writes both: `8bim` holds every resource, `iptc` only the IPTC. The `iptc` one stays text.
+    let full = Self.resource(Self.iim) + Array("8BIM".utf8) + [0x04, 0x25, 0, 0, 0, 0, 0, 2, 1, 2]
+    let image = try ImageDecoder().decode(
+      Self.png([
+        Self.textChunk("tEXt", "Raw profile type iptc", ImageMetadata.rawProfileText("iptc", Self.iim)),
+        Self.textChunk("zTXt", "Raw profile type 8bim", ImageMetadata.rawProfileText("8bim", full)),
+      ]))
+    #expect(image.metadata.iptc == full)
+    #expect(image.metadata.text.map(\.keyword) == ["Raw profile type iptc"])
+    // Neither form: text as before.
+    let neither = try ImageDecoder().decode(
+      Self.png([Self.textChunk("tEXt", "Raw profile type iptc", ImageMetadata.rawProfileText("iptc", [1, 2, 3]))]))
+    #expect(neither.metadata.iptc == nil && neither.metadata.text.count == 1)
+  }
 }

@@ -4,18 +4,48 @@ extension ImageMetadata {
   static let pngXMPKeyword = "XML:com.adobe.xmp"
   /// ImageMagick's and ExifTool's name for Photoshop image resources (IPTC) in a PNG text chunk.
   static let pngIPTCKeyword = "Raw profile type 8bim"
+  /// The name ImageMagick (bare IPTC-IIM records, beside an `8bim` profile) and ExifTool (one Photoshop IPTC
+  /// resource, alone) give IPTC in a PNG text chunk.
+  static let pngIIMKeyword = "Raw profile type iptc"
 
   /// Sorts decoded text chunks: XMP and raw IPTC go to their own fields, the rest stays text.
+  ///
+  /// A `Raw profile type 8bim` is preferred: it holds every Photoshop resource. Without one, the IPTC of a
+  /// `Raw profile type iptc` is read (see ``iptcResources(fromIPTCProfile:)``) and its text kept to write back.
   mutating func absorbPNGText(_ entries: [TextEntry]) {
-    for entry in entries {
+    let resources = entries.firstIndex { $0.keyword == Self.pngIPTCKeyword && Self.rawProfileBytes($0.text) != nil }
+    let iim = resources == nil ? entries.firstIndex { Self.iptcResources(fromIIMText: $0) != nil } : nil
+    for (index, entry) in entries.enumerated() {
       if entry.keyword == Self.pngXMPKeyword, xmp == nil {
         xmp = Array(entry.text.utf8)
-      } else if entry.keyword == Self.pngIPTCKeyword, iptc == nil, let bytes = Self.rawProfileBytes(entry.text) {
+      } else if index == resources, let bytes = Self.rawProfileBytes(entry.text) {
         iptc = bytes
+      } else if index == iim, let bytes = Self.iptcResources(fromIIMText: entry) {
+        iptc = bytes
+        pngIPTCText = entry
       } else {
         text.append(entry)
       }
     }
+  }
+
+  /// The Photoshop image resources a `Raw profile type iptc` text entry holds, or nil when it is not one.
+  static func iptcResources(fromIIMText entry: TextEntry) -> [UInt8]? {
+    guard entry.keyword == pngIIMKeyword, let bytes = rawProfileBytes(entry.text) else { return nil }
+    return iptcResources(fromIPTCProfile: bytes)
+  }
+
+  /// The Photoshop image resources for the data of a `Raw profile type iptc`, or nil when it is neither form.
+  ///
+  /// ImageMagick writes bare IPTC-IIM records there (each starts with the tag marker 0x1C): they become one IPTC
+  /// resource (`8BIM`, 0x0404, no name), as JPEG's APP13 carries them. ExifTool writes the resource itself (it
+  /// starts with `8BIM`), kept as it is; a leading `Photoshop 3.0\0`, as in APP13, is dropped.
+  static func iptcResources(fromIPTCProfile bytes: [UInt8]) -> [UInt8]? {
+    let data = bytes.starts(with: jpegIPTCHeader) ? Array(bytes.dropFirst(jpegIPTCHeader.count)) : bytes
+    if data.starts(with: Array("8BIM".utf8)) { return data }
+    guard data.first == 0x1C, data.count <= Int(UInt32.max) else { return nil }
+    // Resource: signature, ID 0x0404, an empty Pascal name padded to even length, size, data padded to even length.
+    return Array("8BIM".utf8) + [0x04, 0x04, 0, 0] + bigEndian(data.count) + data + (data.count % 2 == 1 ? [0] : [])
   }
 
   /// The text chunks a PNG carries this metadata in: its text, comments as `Comment`, XMP (with any
@@ -36,7 +66,10 @@ extension ImageMetadata {
       entries.append(
         TextEntry(keyword: Self.pngXMPKeyword, text: String(decoding: packet, as: UTF8.self), isInternational: true))
     }
-    if let iptc, !iptc.isEmpty {
+    if let pngIPTCText {
+      // Read from a `Raw profile type iptc` and unchanged since: written back as it came.
+      entries.append(pngIPTCText)
+    } else if let iptc, !iptc.isEmpty {
       entries.append(
         TextEntry(keyword: Self.pngIPTCKeyword, text: Self.rawProfileText("8bim", iptc), isCompressed: true))
     }

@@ -96,8 +96,19 @@ public struct ImageMetadata: Sendable, Equatable {
   public var xmp: [UInt8]?
   /// A JPEG's extended XMP, reassembled from its APP1 segments (the part that did not fit in one marker).
   public var extendedXMP: [UInt8]?
-  /// The IPTC block: Photoshop image resources (JPEG APP13 after `Photoshop 3.0\0`; PNG `zTXt` `Raw profile type 8bim`).
-  public var iptc: [UInt8]?
+  /// The IPTC block: Photoshop image resources (JPEG APP13 after `Photoshop 3.0\0`; PNG `zTXt` `Raw profile type 8bim`,
+  /// or `Raw profile type iptc`, whose bare IPTC-IIM records are put in an IPTC resource, 0x0404).
+  public var iptc: [UInt8]? {
+    get { iptcBytes }
+    set {
+      // The PNG text it was read from no longer says what IPTC holds: PNG output writes it afresh.
+      if newValue != iptcBytes { pngIPTCText = nil }
+      iptcBytes = newValue
+    }
+  }
+  var iptcBytes: [UInt8]?
+  /// The PNG `Raw profile type iptc` text ``iptc`` was read from, written back as it was while ``iptc`` is unchanged.
+  var pngIPTCText: TextEntry?
   /// JPEG COM comments (PNG output writes them as `Comment` text).
   ///
   /// A COM marker names no encoding: its bytes read as UTF-8 when they are valid UTF-8, else as Latin-1. The bytes
