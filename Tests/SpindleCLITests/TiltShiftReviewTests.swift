@@ -101,4 +101,57 @@ import Testing
       processed: [report], rejected: [], interrupted: false, seconds: 0, megapixels: 0, lenient: true)
     #expect(!summary.json.contains("--lenient"))
   }
+
+  @Test func aLimitThatCannotBeRaisedIsNotSuggested() async throws {
+    // 100000×100000 is over the highest --max-pixels (8589934588): "raise the limit" was advice no value could follow.
+    let highest = TiltShiftCommand.highestMaxPixels
+    let huge = ImageError(.tooManyPixels(width: 100_000, height: 100_000, limit: highest))
+    #expect(
+      TiltShiftCommand.hint(for: huge) == " (the highest --max-pixels allows: this image is too large to process)")
+    let hugeUnderALowLimit = ImageError(.tooManyPixels(width: 100_000, height: 100_000, limit: 100))
+    #expect(
+      TiltShiftCommand.hint(for: hugeUnderALowLimit)
+        == " (more than the highest --max-pixels allows, 8589934588: this image is too large to process)")
+    // Within reach: raising the limit is the advice, as before; exactly the highest fits.
+    let fits = ImageError(.tooManyPixels(width: 92_681, height: 92_681, limit: 100))
+    #expect(92_681 * 92_681 <= highest)
+    #expect(TiltShiftCommand.hint(for: fits) == " (raise the limit with --max-pixels)")
+    #expect(
+      TiltShiftCommand.hint(for: ImageError(.tooManyPixels(width: Int.max, height: 2, limit: 100))).contains(
+        "too large"))
+
+    // End to end, with the default limit: a PNG header declaring 100000×100000.
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+      let body = Array(type.utf8) + data
+      return Self.be32(UInt32(data.count)) + body + Self.be32(Self.crc32(body))
+    }
+    let png =
+      [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+      + chunk("IHDR", Self.be32(100_000) + Self.be32(100_000) + [8, 2, 0, 0, 0])
+      + chunk("IDAT", [0x78, 0x01, 1, 4, 0, 0xFB, 0xFF, 0, 1, 2, 3, 0, 0x0E, 0, 7]) + chunk("IEND", [])
+    let input = root.appendingPathComponent("huge.png")
+    try Data(png).write(to: input)
+    let result = try await CLI.run(["tiltshift", input.path, "-o", root.appendingPathComponent("out").path])
+    #expect(result.status == 1)
+    #expect(
+      result.stderr.contains(
+        "more than the limit of 8589934588 pixels (the highest --max-pixels allows: this image is too large to process)"
+      ), "\(result.stderr)")
+    #expect(!result.stderr.contains("raise the limit"))
+  }
+
+  static func be32(_ value: UInt32) -> [UInt8] {
+    [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+  }
+
+  static func crc32(_ bytes: [UInt8]) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in bytes {
+      crc ^= UInt32(byte)
+      for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+    }
+    return ~crc
+  }
 }

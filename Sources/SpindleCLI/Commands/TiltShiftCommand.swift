@@ -59,8 +59,8 @@ struct TiltShiftCommand: ParsableCommand {
       choices: ["jpeg", "jpg", "png", "same"])
     let suffix = Option<String>.text("suffix", help: "Appended to output names.", default: "-tiltshift")
     let maxPixels = Option<Int>.integer(
-      "max-pixels", help: "Refuse images with more pixels.", default: Int(Int32.max) * 4,
-      defaultDescription: "whatever fits --memory", range: 1...Int(Int32.max) * 4)
+      "max-pixels", help: "Refuse images with more pixels.", default: TiltShiftCommand.highestMaxPixels,
+      defaultDescription: "whatever fits --memory", range: 1...TiltShiftCommand.highestMaxPixels)
     let memory = Option<Int>.custom(
       "memory", valueName: "size", help: "Memory budget for images in flight, e.g. 2G, 512M.",
       default: BatchConfiguration.defaultMemoryBudget, defaultDescription: "half of RAM, at most 4G",
@@ -314,14 +314,25 @@ struct TiltShiftCommand: ParsableCommand {
     }
   }
 
-  /// The flag that changes the outcome of `error`, for the error line; none when that flag (`--lenient`) was given.
+  /// The highest `--max-pixels` (and its default): 8,589,934,588 pixels.
+  static let highestMaxPixels = Int(Int32.max) * 4
+
+  /// The flag that changes the outcome of `error`, for the error line; none when that flag (`--lenient`) was given,
+  /// nor when no value of it would (an image over the highest `--max-pixels`: the hint says what that is).
   static func hint(for error: ImageError, lenient: Bool = false) -> String {
     switch error.kind {
-    case .tooManyPixels: " (raise the limit with --max-pixels)"
-    case .exceedsMemoryBudget: " (raise the budget with --memory)"
-    case .truncated, .corruptData: lenient ? "" : " (--lenient decodes what is there)"
-    case .metadataTooLarge: " (write PNG with --format png, or drop metadata with --strip)"
-    default: ""
+    case .tooManyPixels(let width, let height, let limit):
+      let (pixels, overflow) = width.multipliedReportingOverflow(by: height)
+      if overflow || pixels > highestMaxPixels {
+        return limit >= highestMaxPixels
+          ? " (the highest --max-pixels allows: this image is too large to process)"
+          : " (more than the highest --max-pixels allows, \(highestMaxPixels): this image is too large to process)"
+      }
+      return " (raise the limit with --max-pixels)"
+    case .exceedsMemoryBudget: return " (raise the budget with --memory)"
+    case .truncated, .corruptData: return lenient ? "" : " (--lenient decodes what is there)"
+    case .metadataTooLarge: return " (write PNG with --format png, or drop metadata with --strip)"
+    default: return ""
     }
   }
 
