@@ -1,8 +1,9 @@
 extension CommandSpec {
   /// Parses `arguments` (without the command name) against this spec.
   ///
-  /// Accepts `--name value`, `--name=value`, `-x value`, bundled flags `-qr`, and `--` to end options. Every
-  /// value is checked by its option here: a mistyped option or value is a ``UsageError``, never a silent default.
+  /// Accepts `--name value`, `--name=value`, `-x value`, `-xvalue`, bundled flags `-qr` (also `-qrx value` and
+  /// `-qrxvalue`), and `--` to end options. Every value is checked by its option here: a mistyped option or value is
+  /// a ``UsageError``, never a silent default.
   func parse<Options: OptionGroup>(_ arguments: [String], as _: Options.Type = Options.self) throws
     -> ParsedArguments<Options>
   {
@@ -40,10 +41,12 @@ extension CommandSpec {
           name = String(name[..<equals])
         }
       } else {
-        // `-x`, or bundled flags `-qr`; a value-taking short option may only come last in a bundle.
+        // `-x`, bundled flags `-qr`, and a value-taking short option with its value attached (`-j4`, `-qj4`): as
+        // getopt reads them, the letters after the first value-taking option are its value.
         let shorts = Array(argument.dropFirst())
-        var found: [any OptionDeclaration] = []
-        for short in shorts {
+        var taking: (any OptionDeclaration)?
+        var rest: ArraySlice<Character> = []
+        for (position, short) in shorts.enumerated() {
           guard let option = options.first(where: { $0.short == short }) else {
             var message = "unknown option '-\(short)'\(shorts.count > 1 ? " in '\(argument)'" : "")"
             if shorts.count > 1, let suggestion = suggestion(for: String(argument.dropFirst())) {
@@ -51,16 +54,30 @@ extension CommandSpec {
             }
             throw usageError(message)
           }
-          found.append(option)
-        }
-        for option in found.dropLast() {
-          guard option.isFlag else {
-            throw usageError(
-              "-\(option.short.map(String.init) ?? "") needs a value and must come last in '\(argument)'")
+          if option.isFlag {
+            result.flags.insert(option.name)
+            continue
           }
-          result.flags.insert(option.name)
+          taking = option
+          rest = shorts[(position + 1)...]
+          break
         }
-        name = found.last?.name ?? ""
+        guard let taking else { continue }
+        if !rest.isEmpty {
+          let letter = taking.short.map(String.init) ?? ""
+          // Unless the letters could as well be flags (`-tv`), or the word is a long option with one dash (`-json`
+          // read as `-j son`): those are errors, never a value nobody meant.
+          if rest.allSatisfy({ short in options.contains { $0.short == short && $0.isFlag } }) {
+            throw usageError(
+              "-\(letter) needs a value: put it last in '\(argument)' with the value after it, or write "
+                + "'-\(letter) \(String(rest))' to mean the value '\(String(rest))'")
+          }
+          if options.contains(where: { $0.name == String(shorts) }) {
+            throw usageError("unknown option '\(argument)'; did you mean '--\(String(shorts))'?")
+          }
+          inlineValue = String(rest)
+        }
+        name = taking.name
       }
       guard let option = options.first(where: { $0.name == name }) else {
         var message = "unknown option '--\(name)'"

@@ -74,7 +74,27 @@ private func usageError(_ arguments: [String]) -> UsageError? {
     let parsed = try parse(["x", "-vrt", "out"])
     #expect(parsed[\.verbose] && parsed[\.recursive])
     #expect(parsed[\.target] == "out")
-    #expect(usageError(["x", "-tv", "out"])?.message == "-t needs a value and must come last in '-tv'")
+    // The letters after a value-taking option could as well be flags: an error, not a target named "v".
+    #expect(
+      usageError(["x", "-tv", "out"])?.message
+        == "-t needs a value: put it last in '-tv' with the value after it, or write '-t v' to mean the value 'v'")
+  }
+
+  @Test func aShortOptionsValueMayBeAttached() throws {
+    // `-c7` was "unknown option '-7' in '-c7'": only `-c 7` worked.
+    #expect(try parse(["x", "-t", "out", "-c7"])[\.count] == 7)
+    #expect(try parse(["x", "-tout"])[\.target] == "out")
+    let bundled = try parse(["x", "-vrtout", "-nbob"])
+    #expect(bundled[\.verbose] && bundled[\.recursive])
+    #expect(bundled[\.target] == "out" && bundled[\.name] == "bob")
+    // Attached, a value may start with a dash or name an option: it is said to be a value.
+    #expect(try parse(["x", "-t--verbose"])[\.target] == "--verbose")
+    #expect(try parse(["x", "-t", "out", "-n-v"])[\.name] == "-v")
+    // An attached value is checked as any other.
+    #expect(usageError(["x", "-t", "out", "-c0"])?.message == "--count expects a whole number from 1 to 10, got '0'")
+    #expect(usageError(["x", "-t", "out", "-c=7"])?.message == "--count expects a whole number from 1 to 10, got '=7'")
+    // A long option typed with one dash is not a short one with a value (`-target` is not `-t arget`).
+    #expect(usageError(["x", "-target", "out"])?.message == "unknown option '-target'; did you mean '--target'?")
   }
 
   @Test func doubleDashEndsOptions() throws {

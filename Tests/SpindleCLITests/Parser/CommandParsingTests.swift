@@ -70,6 +70,21 @@ import Testing
     #expect(command.recursive && command.quiet && command.overwrite && command.json)
   }
 
+  @Test func tiltShiftTakesShortValuesAttached() throws {
+    // `-j4` was refused ("unknown option '-4' in '-j4'"); only `-j 4` worked.
+    let command = try TiltShiftCommand.parse(["a.jpg", "-oout", "-j4"])
+    #expect(command.jobs == 4 && command.outputFolder == "out")
+    let bundled = try TiltShiftCommand.parse(["a.jpg", "-qrj2", "-o", "out"])
+    #expect(bundled.jobs == 2 && bundled.quiet && bundled.recursive)
+    #expect(try DemoCommand.parse(["-j3", "-od"]).jobs == 3)
+    #expect(
+      usageMessage { _ = try TiltShiftCommand.parse(["a.jpg", "-o", "out", "-j0"]) }
+        == "--jobs expects a whole number from 1 to 256, got '0'")
+    #expect(
+      usageMessage { _ = try TiltShiftCommand.parse(["a.jpg", "-o", "out", "-json"]) }
+        == "unknown option '-json'; did you mean '--json'?")
+  }
+
   @Test func tiltShiftBadUsage() {
     let base = ["x.jpg", "-o", "out"]
     let cases: [([String], String)] = [
