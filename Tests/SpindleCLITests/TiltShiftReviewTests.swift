@@ -142,6 +142,31 @@ import Testing
     #expect(!result.stderr.contains("raise the limit"))
   }
 
+  @Test func anOutputNameOf233To255BytesIsWritten() async throws {
+    // Its temporary `.NAME.spindle-tmp-XXXXXXXX` was past the 255-byte limit: "File name too long", nothing written.
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let name = String(repeating: "a", count: 236) + ".jpg"
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent(name), seed: 3, width: 32, height: 24)
+    let out = root.appendingPathComponent("out")
+    let result = try await CLI.run([
+      "tiltshift", root.appendingPathComponent(name).path, "-o", out.path, "--suffix", "",
+    ])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == [name])
+    // A name the file system cannot hold is refused for what it is, and leaves nothing behind.
+    let longer = String(repeating: "b", count: 259)  // b + 259 + .jpg: 264 bytes
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("b.jpg"), seed: 4, width: 32, height: 24)
+    let refused = try await CLI.run([
+      "tiltshift", root.appendingPathComponent("b.jpg").path, "-o", out.path, "--suffix", longer,
+    ])
+    #expect(refused.status == 1)
+    #expect(
+      refused.stderr.contains("the file name is 264 bytes, longer than its file system allows"), "\(refused.stderr)")
+    #expect(!refused.stderr.contains("File name too long"))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == [name], "no temporary left")
+  }
+
   static func be32(_ value: UInt32) -> [UInt8] {
     [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
   }

@@ -66,4 +66,50 @@ import Testing
     #expect(kept.allSatisfy { access($0, F_OK) == 0 })
     #expect(access(output, F_OK) == 0)
   }
+
+  /// A name of 233 to 255 bytes could not be written: `.NAME.spindle-tmp-XXXXXXXX` is 22 bytes longer, past the
+  /// 255-byte limit, and the error was a misleading "File name too long". Such a name's temporary has a short stem.
+  @Test func aLongNameIsWrittenAndItsLeftoversAreStillFound() throws {
+    let folder = try TemporaryFolder()
+    for length in [233, 234, 240, 255] {
+      let name = String(repeating: "a", count: length - 4) + ".jpg"
+      try ImageFile.writeAtomically([UInt8(length & 0xFF)], to: folder.path + "/" + name)
+      #expect(try ImageFile.read(folder.path + "/" + name) == [UInt8(length & 0xFF)], "\(length) bytes")
+    }
+    #expect(folder.files().count == 4, "no temporary left: \(folder.files().map(\.count))")
+    // Two long names alike for their first 100 bytes have different stems, each within 143 bytes with its suffix.
+    let long = String(repeating: "é", count: 120) + ".jpg"  // 244 bytes
+    let twin = String(repeating: "é", count: 120) + ".png"
+    let stem = ImageFile.shortStem(long)
+    #expect(stem != ImageFile.shortStem(twin) && stem == ImageFile.shortStem(long))
+    #expect(stem.hasPrefix(String(repeating: "é", count: 50) + "~") && stem.utf8.count == 117)
+    #expect(1 + stem.utf8.count + ImageFile.temporaryMarker.utf8.count + 8 <= 143)
+    let mine = folder.path + "/." + stem + ImageFile.temporaryMarker + "0badf00d"
+    let others = folder.path + "/." + ImageFile.shortStem(twin) + ImageFile.temporaryMarker + "0badf00d"
+    Self.touch(mine)
+    Self.touch(others)
+    #expect(ImageFile.removeTemporaryFiles(forDestinations: [folder.path + "/" + long]) == 1)
+    #expect(access(mine, F_OK) != 0 && access(others, F_OK) == 0)
+    // A hard link left between `link` and `unlink`, under the short stem, is found as the output's own.
+    let output = folder.path + "/" + long
+    try ImageFile.writeAtomically([1], to: output, replacingExisting: false)
+    #expect(link(output, mine) == 0)
+    #expect(ImageFile.removeTemporaryFiles(sameFileAs: [output]) == 1)
+  }
+
+  @Test func aNameTooLongForTheFileSystemIsSaidToBeOne() throws {
+    let folder = try TemporaryFolder()
+    let limit = pathconf(folder.path, Int32(_PC_NAME_MAX))
+    let name = String(repeating: "b", count: limit + 5)
+    do {
+      try ImageFile.writeAtomically([1], to: folder.path + "/" + name)
+      Issue.record("a \(limit + 5)-byte name was written")
+    } catch {
+      #expect(
+        error.kind
+          == .writeFailed(
+            reason: "the file name is \(limit + 5) bytes, longer than its file system allows (\(limit) bytes)"))
+    }
+    #expect(folder.files().isEmpty, "no temporary left")
+  }
 }

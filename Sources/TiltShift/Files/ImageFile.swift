@@ -14,7 +14,8 @@ import Synchronization
 /// File input and output for images with POSIX calls: whole-file reads and atomic writes.
 ///
 /// ``writeAtomically(_:to:replacingExisting:)`` never leaves a partial file at the destination: it
-/// writes a temporary file in the destination's folder (named `.NAME.spindle-tmp-XXXXXXXX`), syncs it,
+/// writes a temporary file in the destination's folder (named `.NAME.spindle-tmp-XXXXXXXX`, with a shorter stem in
+/// place of a NAME too long for that), syncs it,
 /// then renames it over the destination. On any failure the temporary file is removed. A process
 /// killed mid-write can leave temporaries behind; ``temporaryFiles(in:)`` and
 /// ``removeTemporaryFiles(in:)`` find and remove them, and ``removeInFlightTemporaryFiles(refusingNewOnes:)`` removes
@@ -91,13 +92,21 @@ public enum ImageFile {
   ) throws(ImageError) {
     let (folder, name) = split(path)
     guard !name.isEmpty else { throw ImageError(.writeFailed(reason: "not a file name"), path: path) }
+    // `.NAME` + marker + 8 digits is 22 bytes longer than NAME: for a long name, a short stem stands for it.
+    let nameLimit = maxNameBytes(in: folder)
+    let stem = 1 + name.utf8.count + temporaryMarker.utf8.count + 8 <= nameLimit ? name : shortStem(name)
+    /// The system's message, or for a name too long (the destination's own, now) how long it is and may be.
+    func reason(_ code: Int32) -> String {
+      guard code == ENAMETOOLONG, name.utf8.count > nameLimit else { return systemMessage(code) }
+      return "the file name is \(name.utf8.count) bytes, longer than its file system allows (\(nameLimit) bytes)"
+    }
     var temporary = ""
     var fd: Int32 = -1
     var openError: Int32 = 0
     var refused = false
     for _ in 0..<16 {
       let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-      temporary = folder + "." + name + temporaryMarker + String(repeating: "0", count: 8 - suffix.count) + suffix
+      temporary = folder + "." + stem + temporaryMarker + String(repeating: "0", count: 8 - suffix.count) + suffix
       // Created and registered under the lock, so a concurrent removeInFlightTemporaryFiles() sees it or
       // refuses it: no temporary file can slip past a cleanup.
       inFlight.withLock { state in
@@ -112,12 +121,12 @@ public enum ImageFile {
       if refused { throw ImageError(.writeFailed(reason: "the process is exiting"), path: path) }
       if fd >= 0 || openError != EEXIST { break }
     }
-    guard fd >= 0 else { throw ImageError(.writeFailed(reason: systemMessage(openError)), path: path) }
+    guard fd >= 0 else { throw ImageError(.writeFailed(reason: reason(openError)), path: path) }
     defer { inFlight.withLock { _ = $0.paths.remove(temporary) } }
 
     func fail(_ code: Int32) -> ImageError {
       unlink(temporary)
-      return ImageError(.writeFailed(reason: systemMessage(code)), path: path)
+      return ImageError(.writeFailed(reason: reason(code)), path: path)
     }
     var code: Int32 = 0
     bytes.withUnsafeBytes { buffer in
@@ -154,7 +163,7 @@ public enum ImageFile {
           guard rename(temporary, path) == 0 else { throw fail(errno) }
         default:
           unlink(temporary)
-          throw ImageError(.writeFailed(reason: systemMessage(linkError)), path: path)
+          throw ImageError(.writeFailed(reason: reason(linkError)), path: path)
         }
       } else {
         unlink(temporary)
@@ -232,13 +241,16 @@ public enum ImageFile {
     return removed
   }
 
-  /// Calls `body(temporary, destination)` for every temporary file (`.NAME` + marker + 8 hex digits) beside one of
-  /// `paths`, listing each folder once.
+  /// Calls `body(temporary, destination)` for every temporary file (`.NAME` + marker + 8 hex digits, or for a long
+  /// name its ``shortStem(_:)`` in place of NAME) beside one of `paths`, listing each folder once.
   private static func forEachTemporary(ofDestinations paths: [String], _ body: (String, String) -> Void) {
     var destinationsByFolder: [String: [String: String]] = [:]
     for path in paths {
       let (folder, name) = split(path)
-      if !name.isEmpty { destinationsByFolder[folder, default: [:]][name] = path }
+      guard !name.isEmpty else { continue }
+      destinationsByFolder[folder, default: [:]][name] = path
+      // Either stem, whatever the file system's limit: the one a write used depends on it.
+      destinationsByFolder[folder, default: [:]][shortStem(name)] = path
     }
     for (folder, destinations) in destinationsByFolder {
       for candidate in temporaryFiles(in: folder) {
@@ -274,6 +286,32 @@ public enum ImageFile {
   }
 
   private static let inFlight = TSanVisibleMutex(InFlight())
+
+  /// The stem of a long name's temporary files: its first 100 bytes (whole characters), `~`, and 16 hex digits of
+  /// a hash of the whole name (FNV-1a, the same in every process), at most 117 bytes: so `.STEM` + marker + 8 digits
+  /// fits in 143 bytes, the smallest name limit of a common file system (eCryptfs), and names a single destination.
+  static func shortStem(_ name: String) -> String {
+    var head = ""
+    var bytes = 0
+    for scalar in name.unicodeScalars {
+      bytes += UTF8.width(scalar)
+      guard bytes <= 100 else { break }
+      head.unicodeScalars.append(scalar)
+    }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in name.utf8 {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let digits = String(hash, radix: 16)
+    return head + "~" + String(repeating: "0", count: 16 - digits.count) + digits
+  }
+
+  /// The longest file name, in bytes, the file system of `folder` holds (255 when it does not say).
+  private static func maxNameBytes(in folder: String) -> Int {
+    let limit = pathconf(folder.isEmpty ? "." : folder, Int32(_PC_NAME_MAX))
+    return limit > 0 ? limit : 255
+  }
 
   /// `("dir/", "name")` from `"dir/name"`; `("", "name")` without a folder.
   private static func split(_ path: String) -> (folder: String, name: String) {
