@@ -593,8 +593,11 @@ public class AnyWork: @unchecked Sendable {
       break
     case .completed(let completed):
       completed.retire(self, releasingSlot: true)
-    case .retry(let engine, let wait, _):
-      if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
+    case .retry(let engine, let wait, _, let retrying):
+      if let retrying {
+        engine.deliver(retrying, for: self)
+        engine.deliverHeldEvents(of: self)
+      }
       engine.retryLater(self, after: wait, releasingSlot: true)
     }
   }
@@ -605,8 +608,9 @@ public class AnyWork: @unchecked Sendable {
   enum Settled: ~Copyable {
     case completed(Completed)
     /// Another attempt, after `wait`; the work is pending again and gives its slot back. The last attempt's
-    /// cancellation handlers go with it, released once the lock is (see `dropCancelHandlers()`).
-    case retry(WorkEngine, Duration, SmallList<@Sendable () -> Void>)
+    /// cancellation handlers go with it, released once the lock is (see `dropCancelHandlers()`). The `retrying` event
+    /// is there when this thread delivers the item's events now (then those left to it: see `deliverHeldEvents`).
+    case retry(WorkEngine, Duration, SmallList<@Sendable () -> Void>, WorkEvent.Kind?)
   }
 
   /// Runs a body of work that has extras: its condition first, a timeout timer, and a retry on failure.
@@ -676,8 +680,11 @@ public class AnyWork: @unchecked Sendable {
     switch consume settled {
     case nil: preconditionFailure("Spindle: running work completed twice")
     case .completed(let completed): return .completed(completed)
-    case .retry(let engine, let wait, _):
-      if case .failed(let error) = termination { engine.emit(.retrying(attempt: attempts, error: error), for: self) }
+    case .retry(let engine, let wait, _, let retrying):
+      if let retrying {
+        engine.deliver(retrying, for: self)
+        engine.deliverHeldEvents(of: self)
+      }
       return .retry(wait)
     }
   }
@@ -718,7 +725,16 @@ public class AnyWork: @unchecked Sendable {
       finishCalled = false
       runningTask = nil
       remaining.store(1, ordering: .releasing)
-      return .retry(engine, wait, extras.takeCancelHandlers())
+      // The event takes its place among the item's events here, under the lock that made the work pending again, as
+      // a cancel's does: a `cancel()` or a group's timeout can complete the pending work as soon as the lock is let
+      // go, and its `finished` must come after this. (Emitted after the lock, `retrying` could follow `finished`: a
+      // review staged it.)
+      var retrying: WorkEvent.Kind? = nil
+      if case .failed(let error) = termination, engine.isObserved.load(ordering: .relaxed) {
+        let event = WorkEvent.Kind.retrying(attempt: extras.attempts, error: error)
+        if claimEventDeliveryLocked(event) { retrying = event }
+      }
+      return .retry(engine, wait, extras.takeCancelHandlers(), retrying)
     }
     return .completed(completeLocked(termination))
   }
