@@ -418,6 +418,9 @@ public class AnyWork: @unchecked Sendable {
       lock.unlock()
       return .skipped
     }
+    if let extras, extras.options.exclusive != nil, !extras.holdsKey {
+      return askForKeyLocked(extras, on: owner, handingBackInto: &batch, cell: cell, spareToken: &spareToken)
+    }
     // Moved out, not copied and then cleared (a retain and a release of the closure).
     guard let body = self.body.take() else {
       lock.unlock()
@@ -430,7 +433,7 @@ public class AnyWork: @unchecked Sendable {
     if owner.isObserved.load(ordering: .relaxed) { emitStartLocked(on: owner) }
     if let extras {
       // The slow path: conditions, timeouts and retries. Plain work never gets here.
-      if extras.options.retry != nil || extras.options.exclusive != nil { extras.retryBody = body }
+      if extras.options.retry != nil { extras.retryBody = body }
       lock.unlock()
       let execution = executeWithExtras(body, extras, trace, cell: cell, spareToken: &spareToken)
       // A borrowing `switch`: `Execution` is not copyable, and `if case` would consume it.
@@ -613,6 +616,41 @@ public class AnyWork: @unchecked Sendable {
     case retry(WorkEngine, Duration, SmallList<@Sendable () -> Void>, WorkEvent.Kind?)
   }
 
+  /// Ready exclusive work that does not hold its key, about to start: asks for the key before the work is made
+  /// running, and runs it (``execute(on:handingBackInto:cell:spareToken:)`` again) if it got it; otherwise it waits
+  /// in the key's line, pending, and gives its slot back (`.parked`). Called with `lock` held; returns without it.
+  ///
+  /// So exclusive work is never running without its key: it starts (and its observers see `willStart` and `started`)
+  /// once per attempt, when it has the key, and a `cancel()` meanwhile finds it pending and completes it at once.
+  @inline(never)
+  private func askForKeyLocked(
+    _ extras: WorkExtras,
+    on owner: WorkEngine,
+    handingBackInto batch: inout HandBackBatch,
+    cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+    spareToken: inout FinishToken?
+  ) -> Execution {
+    // Back to pending first, with one dependency left (the key), so that a release racing this call finds the item
+    // in line and pending, and makes it ready by resolving that dependency.
+    phase = .pending
+    remaining.store(1, ordering: .releasing)
+    lock.unlock()
+    switch ExclusivityRegistry.shared.acquire(extras.options.exclusive.unsafelyUnwrapped, for: self) {
+    case .acquired: break
+    case .waiting: return .parked
+    case .ended: return .skipped  // cancelled since: it completed, and the slot moves on
+    }
+    let resumed: Bool = lock.withLock {
+      guard case .pending = phase else { return false }
+      remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing)
+      phase = .ready
+      return true
+    }
+    // Cancelled after `acquire`: it completed, and its retirement releases the key it holds; the slot moves on.
+    guard resumed else { return .skipped }
+    return execute(on: owner, handingBackInto: &batch, cell: cell, spareToken: &spareToken)
+  }
+
   /// Runs a body of work that has extras: its condition first, a timeout timer, and a retry on failure.
   private func executeWithExtras(
     _ body: ErasedBody,
@@ -621,29 +659,6 @@ public class AnyWork: @unchecked Sendable {
     cell: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
     spareToken: inout FinishToken?
   ) -> Execution {
-    if let key = extras.options.exclusive, !ExclusivityRegistry.shared.isHeld(key, by: self) {
-      // Back to pending first, so that a release racing this call finds the item ready to be made ready.
-      lock.withLock {
-        phase = .pending
-        self.body = extras.retryBody
-        remaining.store(1, ordering: .releasing)
-      }
-      switch ExclusivityRegistry.shared.acquire(key, for: self) {
-      case .acquired: break
-      case .waiting: return .parked
-      case .ended: return .skipped  // cancelled since: it completed, and the slot moves on
-      }
-      let resumed: Bool = lock.withLock {
-        guard case .pending = phase else { return false }
-        remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing)
-        phase = .running
-        startedAt = Platform.coarseUptimeNanoseconds
-        self.body = nil
-        return true
-      }
-      // Cancelled after `acquire`: it completed, and its retirement releases the key it holds; the slot moves on.
-      guard resumed else { return .skipped }
-    }
     if let condition = extras.options.condition {
       let outcome: Termination?
       switch condition(self) {

@@ -34,7 +34,13 @@ final class ExclusivityRegistry: Sendable {
   func acquire(_ key: String, for item: AnyWork) -> Acquisition {
     keys.withLock { keys in
       // The item's lock inside the registry's: no path takes them the other way round.
-      if item.lock.withLock({ item.phase.isFinal }) { return .ended }
+      let ended: Bool = item.lock.withLock {
+        guard !item.phase.isFinal else { return true }
+        // Given the key below (free, or already this item's): marked under both locks, as `release` marks the next.
+        if keys[key] == nil || keys[key]?.holder === item { item.extras?.holdsKey = true }
+        return false
+      }
+      if ended { return .ended }
       guard var entry = keys[key] else {
         keys[key] = Key(holder: item)
         return .acquired
@@ -68,6 +74,7 @@ final class ExclusivityRegistry: Sendable {
       }
       entry.holder = next
       keys[key] = entry
+      next.lock.withLock { next.extras?.holdsKey = true }
       return next
     }
     if let next, let engine = next.dependencyResolved() { engine.makeReady(next) }

@@ -501,28 +501,21 @@ final class WorkEngine: @unchecked Sendable {
     if current === work {
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
-    // Whether exclusive work holds its key is asked before its phase is read: a key, once held, stays held until the
-    // work completes, so work seen running after it held its key runs with it. Asked after, the answer could be about
-    // a later moment: running work that had not got its key yet could park, get the key and be ready (needing a slot)
-    // in between, and pass for work that runs its body to the end (a review staged it: the wait went uncounted and
-    // hung instead of throwing).
-    let key = work.lock.withLock { work.extras?.options.exclusive }
-    let holdsKey = key.map { ExclusivityRegistry.shared.isHeld($0, by: work) } ?? false
-    let (started, done, retries, queueName): (Bool, Bool, Bool, String) = work.lock.withLock {
-      (work.phase.isStarted, work.phase.isFinal, work.extras?.options.retry != nil, work.queueNameLocked)
+    let (key, started, done, retries, queueName): (String?, Bool, Bool, Bool, String) = work.lock.withLock {
+      let options = work.extras?.options
+      return (options?.exclusive, work.phase.isStarted, work.phase.isFinal, options?.retry != nil, work.queueNameLocked)
     }
-    // Not "unless started": while the key is held here, unfinished work with that key cannot be running its body,
-    // even if a worker just took it (it is briefly `.running` until it finds the key taken and parks again).
+    // While the key is held here, unfinished work with that key is not running (exclusive work is made running only
+    // once it holds its key) and cannot run before the caller ends.
     if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return }
     // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
-    // attempt (retry), or parking until its exclusivity key is free. Such work counts as not started; exclusive work
-    // that holds its key runs its body to the end and parks no more.
+    // attempt (retry). Such work counts as not started. (Exclusive work runs only with its key, which it keeps until
+    // it completes: once started, it parks no more.)
     if started, !done {
-      let parksAgain = key != nil && !holdsKey
-      guard retries || parksAgain else { return }
+      guard retries else { return }
     } else if started {
       return
     }

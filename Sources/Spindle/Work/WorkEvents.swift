@@ -12,8 +12,8 @@ import Synchronization
 /// attempt ``Kind/willStart(attempt:)`` and ``Kind/started(attempt:)`` (then ``Kind/retrying(attempt:error:)`` when it
 /// failed and is tried again); at most one ``Kind/cancelRequested(reason:)``, only for running work, after
 /// `started`; and ``Kind/finished(_:)`` last. Work cancelled before it started gets no `cancelRequested`: it completes
-/// at once, and its `finished` event says it was cancelled. Exclusive work that starts, finds its key taken and parks
-/// gets `willStart` and `started` again when it runs with the key (the same attempt number).
+/// at once, and its `finished` event says it was cancelled. Exclusive work starts only once it holds its key: while it
+/// waits in the key's line it is pending, and has had no start event.
 ///
 /// Each event is delivered on the thread where it happens, unless another thread is still delivering an earlier event
 /// of the same item: then that thread delivers it, right after. So a `cancel()` that comes while the worker delivers

@@ -174,6 +174,10 @@ final class WorkExtras {
   var retryBody: ErasedBody?
   /// Whether the running attempt outlived its timeout.
   var timedOut = false
+  /// Whether this exclusive work holds its key: set by ``ExclusivityRegistry`` (under its lock, then the item's) when
+  /// it gives the key, and true until the work completes. Read under the item's lock, so that a worker can tell,
+  /// before it makes the work running, whether it must first ask for the key.
+  var holdsKey = false
   /// This item's observers.
   var observers: [@Sendable (WorkEvent) -> Void] = []
   /// This item's events that other threads left to the one delivering its events (``AnyWork/deliveringEvents``), in
