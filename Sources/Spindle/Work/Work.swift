@@ -71,9 +71,11 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   ///
   /// Throws like ``value``. Waiting that could never end throws ``WorkDeadlockError`` instead of hanging:
   /// a body waiting for its own work, a body of a serial queue waiting for unstarted work of the same queue,
-  /// the last free slot of a queue blocked waiting for unstarted work of that queue while every other slot
-  /// waits the same way (work between retry attempts, or waiting for its exclusivity key, counts as unstarted:
-  /// it needs a slot again), or a body holding an exclusivity key waiting for work that needs the same key.
+  /// the last unblocked slot of a queue blocked waiting for work of that queue while the body in every other slot
+  /// waits for work of that queue too (unstarted work then never gets a slot, and running work is one of the waiting
+  /// bodies: A waits for running B, and B for unstarted C; work between retry attempts, or waiting for its exclusivity
+  /// key, counts as unstarted), or a body holding an exclusivity key waiting for work that needs the same key. Waits
+  /// for work of another queue are not counted.
   /// In `async` code use ``value``.
   ///
   /// It returns as soon as the work has completed, which can be a moment before its queue has retired it: the

@@ -511,35 +511,48 @@ final class WorkEngine: @unchecked Sendable {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return }
-    // Started work needs no slot from the waiters, unless it can give its slot back and need one again: another
-    // attempt (retry). Such work counts as not started. (Exclusive work runs only with its key, which it keeps until
-    // it completes: once started, it parks no more.)
-    if started, !done {
-      guard retries else { return }
-    } else if started {
-      return
-    }
-    let width: Int? = engine.withState { state in
+    if started && done { return }
+    // Whether the work still needs a slot: unstarted work does, and so does started work that can give its slot back
+    // and need one again (another attempt, a retry). (Exclusive work runs only with its key, which it keeps until it
+    // completes: once started, it parks no more.)
+    let needsSlot = !started || retries
+    // Every wait of a body for work of its own queue counts, also a wait for running work: the waiting body's slot is
+    // blocked either way, and the running work may itself come to wait (A waits for running B, B for unstarted C: both
+    // slots of a width-2 queue blocked, and C never runs). A wait that would leave no slot unblocked is refused: every
+    // body of the queue would be waiting for work of the queue, which is unstarted (needs a slot) or is one of them.
+    let entry = BlockedWaits.Entry(
+      wait: ObjectIdentifier(blocked), waiter: ObjectIdentifier(current), target: ObjectIdentifier(work),
+      needsSlot: needsSlot)
+    let refusal: (width: Int, cycle: Bool)? = engine.withState { state in
       let width = state.scheduler.width
       // Work that completed since it was looked at above needs no slot; such a wait is never counted (its completion
       // saw nothing to uncount).
       guard !blocked.hasEnded else { return nil }
-      guard state.blockedWaits + 1 < width else { return width }
-      if blocked.count(on: engine) { state.blockedWaits += 1 }
+      if state.blockedWaits.closesACycle(entry) { return (width, true) }
+      if state.blockedWaits.stuckCount(adding: entry) >= width { return (width, false) }
+      if blocked.count(on: engine) { state.blockedWaits.entries.append(entry) }
       return nil
     }
-    if let width {
-      throw deadlock(
-        width == 1
+    if let refusal {
+      let reason =
+        refusal.cycle
+        ? "bodies of the queue would wait for each other: the work waits, directly or through other waits, for this"
+          + " body's work"
+        : refusal.width == 1
           ? "the queue is serial, and the work cannot start before this body ends"
-          : "all \(width) slots of the queue would be blocked waiting for work that still needs a slot to run",
-        engine.name
-      )
+          : "all \(refusal.width) slots of the queue would be blocked by bodies waiting for work of the queue that"
+            + " still needs a slot to run"
+      throw deadlock(reason, engine.name)
     }
   }
 
-  func endBlockedWait() {
-    withState { $0.blockedWaits -= 1 }
+  func endBlockedWait(_ wait: BlockedWait) {
+    let id = ObjectIdentifier(wait)
+    withState { state in
+      if let index = state.blockedWaits.entries.firstIndex(where: { $0.wait == id }) {
+        state.blockedWaits.entries.remove(at: index)
+      }
+    }
   }
 }
 
@@ -570,7 +583,72 @@ final class BlockedWait: Sendable {
     let previous = state.exchange(UInt(Self.ended), ordering: .acquiringAndReleasing)
     guard previous > UInt(Self.ended), let pointer = UnsafeRawPointer(bitPattern: previous) else { return }
     let engine = Unmanaged<WorkEngine>.fromOpaque(pointer).takeRetainedValue()
-    engine.endBlockedWait()
+    engine.endBlockedWait(self)
+  }
+}
+
+/// The blocking waits of a queue's bodies for work of the same queue (`Work.wait()`), for the deadlock check: which
+/// body waits for which work, and whether that work needed a slot when the wait began.
+///
+/// A waiting body is *stuck* when the work it waits for can only run once a slot is free (unstarted, or between
+/// attempts), or is running in a slot whose body is itself stuck, or when the waits form a cycle. Stuck bodies hold
+/// their slots until a slot frees, so once `maxConcurrent` of them are stuck, no slot ever frees: a wait that would
+/// make that many is refused, and so is one that closes a cycle. A body waiting for running work whose body is not
+/// waiting is not stuck: that work ends (and, should it wait later, its own check follows the waits to it).
+struct BlockedWaits {
+  struct Entry {
+    /// The `BlockedWait` that removes the entry when the work completes.
+    let wait: ObjectIdentifier
+    /// The waiting body's work.
+    let waiter: ObjectIdentifier
+    /// The work waited for.
+    let target: ObjectIdentifier
+    /// Whether the work needed a slot (unstarted or between attempts) when the wait began.
+    let needsSlot: Bool
+  }
+
+  var entries: [Entry] = []
+
+  /// How many waits there are.
+  var count: Int { entries.count }
+
+  /// The wait of the body running `target`, if that body is waiting.
+  private func wait(of target: ObjectIdentifier) -> Entry? {
+    entries.first { $0.waiter == target }
+  }
+
+  /// Whether `entry`'s body would wait, through the waits of running bodies, for its own work.
+  func closesACycle(_ entry: Entry) -> Bool {
+    var next = entry
+    // Each body waits at most once at a time: a chain longer than the entries loops without `entry`'s body.
+    for _ in 0...entries.count {
+      guard !next.needsSlot, let wait = wait(of: next.target) else { return false }
+      if wait.target == entry.waiter { return true }
+      next = wait
+    }
+    return false
+  }
+
+  /// Whether the body of `entry` is stuck (see the type's documentation), among these waits and `extra`.
+  private func isStuck(_ entry: Entry, with extra: Entry) -> Bool {
+    var next = entry
+    for _ in 0...(entries.count + 1) {
+      if next.needsSlot { return true }
+      if extra.waiter == next.target {
+        next = extra
+      } else if let wait = wait(of: next.target) {
+        next = wait
+      } else {
+        return false  // the chain ends at running work whose body is not waiting
+      }
+    }
+    return true  // a cycle
+  }
+
+  /// How many bodies would be stuck with `entry` added: 0 when its own body would not be.
+  func stuckCount(adding entry: Entry) -> Int {
+    guard isStuck(entry, with: entry) else { return 0 }
+    return 1 + entries.count { isStuck($0, with: entry) }
   }
 }
 
@@ -592,8 +670,8 @@ struct EngineState {
   var scheduler: WorkScheduler<AnyWork, Waiter>
   /// The newest unfinished item; the registry links every unfinished item (for `cancelAll` and reports).
   var registryHead: AnyWork?
-  /// Bodies of this queue blocked in `Work.wait()` for unstarted work of this queue, counted until that work completes.
-  var blockedWaits = 0
+  /// Bodies of this queue blocked in `Work.wait()` for work of this queue, each kept until that work completes.
+  var blockedWaits = BlockedWaits()
   /// Pending barriers, oldest first, each with the items added after it (they wait for it).
   var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []
   /// Items added and completed in the current burst (since the queue was last idle).

@@ -98,7 +98,7 @@ struct ReviewSession22Tests {
   }
 
   static func blockedWaits(_ queue: WorkQueue) -> Int {
-    queue.engine.withState { $0.blockedWaits }
+    queue.engine.withState { $0.blockedWaits.count }
   }
 
   // MARK: - Work.wait(): the blocked-wait count

@@ -144,4 +144,121 @@ struct WorkWaitAndGroupTests {
     #expect(try outside.get.wait() == 1)
     #expect(throws: CancellationError.self) { try album.wait() }
   }
+
+  // MARK: - Chains and cycles of waits
+
+  static func blockedWaits(_ queue: WorkQueue) -> Int {
+    queue.engine.withState { $0.blockedWaits.count }
+  }
+
+  /// Width 2: A waits for running B, and then B for unstarted C. Both slots are blocked and C never gets one, so B's
+  /// wait must throw. A wait for running work was not counted at all: B's wait was allowed and the queue hung.
+  @Test func aChainOfWaitsThatBlocksEverySlotIsRefused() throws {
+    let queue = WorkQueue(name: "wait.chain", maxConcurrent: 2)
+    let bRunning = SpindleTestSupport.Gate()
+    let b = Box<Work<Int>>()
+    let c = Box<Work<Int>>()
+    queue.suspend()
+    let a = queue.add(name: "A") { () -> Int in
+      bRunning.wait(seconds: 10)
+      return try b.get.wait() * 10
+    }
+    b.set(
+      queue.add(name: "B") { () -> Int in
+        bRunning.open()
+        // A's wait for this (running) work is counted before this body waits.
+        _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+        do { return try c.get.wait() } catch is WorkDeadlockError { return -1 }
+      })
+    c.set(queue.add(name: "C") { 3 })
+    queue.resume()
+    let bDone = DispatchSemaphore(value: 0)
+    b.get.whenCompleteErased { bDone.signal() }
+    guard bDone.wait(timeout: .now() + 5 * hangBoundScale) == .success else {
+      Issue.record("B's wait for C was allowed: A waits for B, B for C, and C has no slot")
+      c.get.cancel()  // lets B, then A, go
+      _ = try? a.wait()
+      return
+    }
+    #expect(try b.get.wait() == -1)
+    #expect(try a.wait() == -10)
+    #expect(try c.get.wait() == 3)
+    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 0 })
+  }
+
+  /// Width 3, a slot to spare: A waits for running B, and then B for running A. They wait for each other whatever the
+  /// free slots, so B's wait must throw (it hung).
+  @Test func bodiesThatWouldWaitForEachOtherAreRefused() throws {
+    let queue = WorkQueue(name: "wait.cycle", maxConcurrent: 3)
+    let bothRunning = DispatchGroup()
+    bothRunning.enter()
+    bothRunning.enter()
+    let a = Box<Work<Int>>()
+    let b = Box<Work<Int>>()
+    queue.suspend()
+    a.set(
+      queue.add(name: "A") { () -> Int in
+        bothRunning.leave()
+        _ = bothRunning.wait(timeout: .now() + 10)
+        return try b.get.wait() * 10
+      })
+    b.set(
+      queue.add(name: "B") { () -> Int in
+        bothRunning.leave()
+        _ = bothRunning.wait(timeout: .now() + 10)
+        _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+        do { return try a.get.wait() } catch let error as WorkDeadlockError {
+          #expect("\(error)".contains("wait for each other"), "\(error)")
+          return -1
+        }
+      })
+    queue.resume()
+    let bDone = DispatchSemaphore(value: 0)
+    b.get.whenCompleteErased { bDone.signal() }
+    guard bDone.wait(timeout: .now() + 5 * hangBoundScale) == .success else {
+      Issue.record("B's wait for A was allowed while A waits for B: both hang")
+      return
+    }
+    #expect(try b.get.wait() == -1)
+    #expect(try a.get.wait() == -10)
+  }
+
+  /// A body waiting for running work whose body does not wait is not stuck: that work ends. Here the width is lowered
+  /// from 3 to 2 while A, B and E run; A waits for running B, and E for unstarted C. Counting A as blocked would refuse
+  /// E's wait (2 of 2), yet B ends, then A, and C gets their slot: E's wait must be allowed, and it ends.
+  @Test func aWaitForRunningWorkThatDoesNotWaitIsNotStuck() throws {
+    let queue = WorkQueue(name: "wait.not.stuck", maxConcurrent: 3)
+    let allRunning = DispatchGroup()
+    for _ in 0..<3 { allRunning.enter() }
+    let release = SpindleTestSupport.Gate()
+    let b = Box<Work<Int>>()
+    let c = Box<Work<Int>>()
+    queue.suspend()
+    let a = queue.add(name: "A") { () -> Int in
+      allRunning.leave()
+      _ = allRunning.wait(timeout: .now() + 10)
+      return try b.get.wait() * 10
+    }
+    b.set(
+      queue.add(name: "B") { () -> Int in
+        allRunning.leave()
+        release.wait(seconds: 10)
+        return 2
+      })
+    let e = queue.add(name: "E") { () -> Int in
+      allRunning.leave()
+      _ = allRunning.wait(timeout: .now() + 10)
+      _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+      do { return try c.get.wait() + 100 } catch is WorkDeadlockError { return -1 }
+    }
+    c.set(queue.add(name: "C") { 3 })
+    queue.resume()
+    #expect(allRunning.wait(timeout: .now() + 10) == .success)
+    queue.maxConcurrent = 2
+    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 2 })
+    release.open()
+    #expect(try a.wait() == 20)
+    #expect(try e.wait() == 103)
+    #expect(try c.get.wait() == 3)
+  }
 }
