@@ -203,10 +203,17 @@ struct ReviewSession23Tests {
   /// end (a later wait of theirs either ends or, refused, returns); a blocked body ends once its target has; unstarted
   /// work starts when fewer than `width` bodies hold slots. The wait can end when `target` ends in that closure.
   static func canEnd(waiter: Int, target: Int, width: Int, _ snapshot: Snapshot) -> Bool {
+    var waiting = snapshot
+    waiting.atGate.remove(waiter)
+    waiting.blocked[waiter] = target
+    return ends(width: width, waiting).contains(target)
+  }
+
+  /// The work of `snapshot` that ends in `width` slots (see ``canEnd(waiter:target:width:_:)``).
+  static func ends(width: Int, _ snapshot: Snapshot) -> Set<Int> {
     var finished = snapshot.finished
     var blocked = snapshot.blocked
-    blocked[waiter] = target
-    var free = snapshot.atGate.subtracting([waiter])
+    var free = snapshot.atGate
     var unstarted = snapshot.unstarted
     var changed = true
     while changed {
@@ -227,7 +234,7 @@ struct ReviewSession23Tests {
         changed = true
       }
     }
-    return finished.contains(target)
+    return finished
   }
 
   enum Outcome: Sendable { case waited, refused, failed }
@@ -236,22 +243,24 @@ struct ReviewSession23Tests {
   /// starts the waits one at a time (each body is held at a gate) and, before each, asks the model whether the wait
   /// can end. A refused wait must be one that can never end, an allowed one must be one that can, and no round hangs.
   @Test func theWaitCheckAgreesWithAModelOfTheWaitGraph() throws {
-    let rounds = Self.rounds ?? 150
+    let rounds = Self.rounds ?? 400
     let seed = Self.seed
     print("ReviewSession23Tests: the wait check against the model, seed \(seed) (SPINDLE_REVIEW_SEED replays it)")
     var random = SeededGenerator(seed: seed)
     var refused = 0
     var allowed = 0
     for round in 0..<rounds {
-      let width = Int.random(in: 1...4, using: &random)
+      var width = Int.random(in: 1...4, using: &random)
       let count = Int.random(in: 2...6, using: &random)
+      // Now and then the width changes before a wait (lowered, bodies hold more slots than it for a while).
+      let widthChanges = Int.random(in: 0..<3, using: &random) == 0
       // Mostly another item; now and then the body's own item.
       let plan: [Int?] = (0..<count).map { index in
         guard Int.random(in: 0..<10, using: &random) < 7 else { return nil }
         let target = Int.random(in: 0..<count, using: &random)
         return target == index && Int.random(in: 0..<4, using: &random) > 0 ? (index + 1) % count : target
       }
-      let context = "round \(round) (seed \(seed), width \(width), plan \(plan.map { $0.map(String.init) ?? "-" }))"
+      let context = "round \(round) (seed \(seed), width \(width)\(widthChanges ? " changing" : ""), plan \(plan.map { $0.map(String.init) ?? "-" }))"
       let queue = WorkQueue(name: "r23.model.\(round)", maxConcurrent: width)
       let gates = (0..<count).map { _ in SpindleTestSupport.Gate() }
       let started = Locked<Set<Int>>([])
@@ -309,22 +318,34 @@ struct ReviewSession23Tests {
       queue.resume()
       var settled: Snapshot? = nil
       var predictedHang = false
-      while true {
+      /// Waits until the bodies settle; records an issue and returns nil when they do not.
+      func settle(_ what: String) -> Snapshot? {
         var latest: Snapshot? = nil
         guard eventually(within: 5, { latest = snapshot(); return latest != nil }), let now = latest else {
-          Issue.record(Comment(rawValue: "\(context): the bodies did not settle"))
-          break
+          Issue.record(Comment(rawValue: "\(context): the bodies did not settle \(what)"))
+          return nil
         }
         settled = now
+        return now
+      }
+      while var now = settle("") {
         if now.finished.count == count { break }
+        let newWidth = Int.random(in: 1...4, using: &random)
+        // Only to a width in which the bodies blocked now can all end: a narrower one would deadlock them itself.
+        if widthChanges && Bool.random(using: &random)
+          && Self.ends(width: newWidth, now).isSuperset(of: now.blocked.keys)
+        {
+          width = newWidth
+          queue.maxConcurrent = width
+          // A wider queue starts unstarted work.
+          guard let widened = settle("after the width became \(width)") else { break }
+          now = widened
+        }
         guard let next = now.atGate.sorted().randomElement(using: &random) else { break }
         let verdict = plan[next].map { Self.canEnd(waiter: next, target: $0, width: width, now) }
         opened.insert(next)
         gates[next].open()
-        guard eventually(within: 5, { snapshot() != nil }) else {
-          Issue.record(Comment(rawValue: "\(context): b\(next) opened; the bodies did not settle"))
-          break
-        }
+        guard settle("once b\(next) was let go") != nil else { break }
         guard let target = plan[next], let canEnd = verdict else { continue }
         let outcome = outcomes.withLock { $0[next] }
         if outcome == .refused {
