@@ -521,13 +521,21 @@ final class WorkEngine: @unchecked Sendable {
     // slots of a width-2 queue blocked, and C never runs). A wait that would leave no slot unblocked is refused: every
     // body of the queue would be waiting for work of the queue, which is unstarted (needs a slot) or is one of them.
     let entry = BlockedWaits.Entry(
-      wait: ObjectIdentifier(blocked), waiter: ObjectIdentifier(current), target: ObjectIdentifier(work),
-      needsSlot: needsSlot)
+      wait: ObjectIdentifier(blocked), waiter: ObjectIdentifier(current), target: work, needsSlot: needsSlot)
+    // Work that needed a slot when a wait for it began may have started since: it needs none any more (unless it is
+    // retried), for good. Asked outside the engine's lock (an item's lock is never taken inside it), and marked below:
+    // without it, a body waiting for such work counted as stuck (a later wait was refused after the width was lowered,
+    // though every body would have ended).
+    let mayHaveStarted = engine.withState { $0.blockedWaits.targetsNeedingASlot() }
+    let startedSince = mayHaveStarted.filter { target in
+      target.lock.withLock { target.phase.isStarted && target.extras?.options.retry == nil }
+    }
     let refusal: (width: Int, cycle: Bool)? = engine.withState { state in
       let width = state.scheduler.width
       // Work that completed since it was looked at above needs no slot; such a wait is never counted (its completion
       // saw nothing to uncount).
       guard !blocked.hasEnded else { return nil }
+      state.blockedWaits.markStarted(startedSince)
       if state.blockedWaits.closesACycle(entry) { return (width, true) }
       if state.blockedWaits.stuckCount(adding: entry) >= width { return (width, false) }
       if blocked.count(on: engine) { state.blockedWaits.entries.append(entry) }
@@ -548,11 +556,12 @@ final class WorkEngine: @unchecked Sendable {
 
   func endBlockedWait(_ wait: BlockedWait) {
     let id = ObjectIdentifier(wait)
-    withState { state in
-      if let index = state.blockedWaits.entries.firstIndex(where: { $0.wait == id }) {
-        state.blockedWaits.entries.remove(at: index)
-      }
+    // The entry (which holds the awaited work) is let go of after the lock.
+    let removed: BlockedWaits.Entry? = withState { state in
+      guard let index = state.blockedWaits.entries.firstIndex(where: { $0.wait == id }) else { return nil }
+      return state.blockedWaits.entries.remove(at: index)
     }
+    _ = consume removed
   }
 }
 
@@ -601,10 +610,20 @@ struct BlockedWaits {
     let wait: ObjectIdentifier
     /// The waiting body's work.
     let waiter: ObjectIdentifier
-    /// The work waited for.
-    let target: ObjectIdentifier
-    /// Whether the work needed a slot (unstarted or between attempts) when the wait began.
-    let needsSlot: Bool
+    /// The work waited for; held until it completes (its completion removes the entry).
+    let targetWork: AnyWork
+    /// Whether the work needed a slot (unstarted or between attempts): when the wait began, until it is seen started
+    /// (``markStarted(_:)``).
+    var needsSlot: Bool
+
+    var target: ObjectIdentifier { ObjectIdentifier(targetWork) }
+
+    init(wait: ObjectIdentifier, waiter: ObjectIdentifier, target: AnyWork, needsSlot: Bool) {
+      self.wait = wait
+      self.waiter = waiter
+      self.targetWork = target
+      self.needsSlot = needsSlot
+    }
   }
 
   var entries: [Entry] = []
@@ -612,17 +631,34 @@ struct BlockedWaits {
   /// How many waits there are.
   var count: Int { entries.count }
 
+  /// The work that waits still count as needing a slot: the caller asks (outside the engine's lock) which has started.
+  func targetsNeedingASlot() -> [AnyWork] {
+    entries.isEmpty ? [] : entries.filter(\.needsSlot).map(\.targetWork)
+  }
+
+  /// Marks the waits for `started` (work seen started, not retried) as waits for work that needs no slot.
+  mutating func markStarted(_ started: [AnyWork]) {
+    guard !started.isEmpty else { return }
+    for index in entries.indices where started.contains(where: { $0 === entries[index].targetWork }) {
+      entries[index].needsSlot = false
+    }
+  }
+
   /// The wait of the body running `target`, if that body is waiting.
   private func wait(of target: ObjectIdentifier) -> Entry? {
     entries.first { $0.waiter == target }
   }
 
   /// Whether `entry`'s body would wait, through the waits of running bodies, for its own work.
+  ///
+  /// The waits of a target's body are followed whatever `needsSlot` says: work whose body waits is running, though it
+  /// may have needed a slot when a wait for it began (it started since), or may need one again (a retry). Stopping
+  /// there missed cycles: W waits for unstarted T, T starts and waits for X, X waits for W (they hung).
   func closesACycle(_ entry: Entry) -> Bool {
     var next = entry
     // Each body waits at most once at a time: a chain longer than the entries loops without `entry`'s body.
     for _ in 0...entries.count {
-      guard !next.needsSlot, let wait = wait(of: next.target) else { return false }
+      guard let wait = wait(of: next.target) else { return false }
       if wait.target == entry.waiter { return true }
       next = wait
     }
@@ -633,6 +669,7 @@ struct BlockedWaits {
   private func isStuck(_ entry: Entry, with extra: Entry) -> Bool {
     var next = entry
     for _ in 0...(entries.count + 1) {
+      // Work that is retried needs a slot again whatever its body does now.
       if next.needsSlot { return true }
       if extra.waiter == next.target {
         next = extra

@@ -260,7 +260,8 @@ struct ReviewSession23Tests {
         let target = Int.random(in: 0..<count, using: &random)
         return target == index && Int.random(in: 0..<4, using: &random) > 0 ? (index + 1) % count : target
       }
-      let context = "round \(round) (seed \(seed), width \(width)\(widthChanges ? " changing" : ""), plan \(plan.map { $0.map(String.init) ?? "-" }))"
+      let context =
+        "round \(round) (seed \(seed), width \(width)\(widthChanges ? " changing" : ""), plan \(plan.map { $0.map(String.init) ?? "-" }))"
       let queue = WorkQueue(name: "r23.model.\(round)", maxConcurrent: width)
       let gates = (0..<count).map { _ in SpindleTestSupport.Gate() }
       let started = Locked<Set<Int>>([])
@@ -321,7 +322,14 @@ struct ReviewSession23Tests {
       /// Waits until the bodies settle; records an issue and returns nil when they do not.
       func settle(_ what: String) -> Snapshot? {
         var latest: Snapshot? = nil
-        guard eventually(within: 5, { latest = snapshot(); return latest != nil }), let now = latest else {
+        guard
+          eventually(
+            within: 5,
+            {
+              latest = snapshot()
+              return latest != nil
+            }), let now = latest
+        else {
           Issue.record(Comment(rawValue: "\(context): the bodies did not settle \(what)"))
           return nil
         }
@@ -377,14 +385,19 @@ struct ReviewSession23Tests {
       guard done else { continue }
       #expect(eventually(within: 5) { Self.blockedWaits(queue) == 0 && queue.runningCount == 0 }, "\(context)")
     }
-    print("ReviewSession23Tests: the wait check against the model: \(allowed) allowed, \(refused) refused (seed \(seed))")
+    print(
+      "ReviewSession23Tests: the wait check against the model: \(allowed) allowed, \(refused) refused (seed \(seed))")
   }
 
   // MARK: - Exclusive work asking for its key
 
   /// An event, reduced to what the order check looks at.
   enum Seen: Equatable, Sendable, CustomStringConvertible {
-    case added, willStart(Int), started(Int), retrying(Int), cancelRequested, finished
+    case added
+    case willStart(Int)
+    case started(Int)
+    case retrying(Int)
+    case cancelRequested, finished
 
     init(_ kind: WorkEvent.Kind) {
       switch kind {
@@ -544,7 +557,8 @@ struct ReviewSession23Tests {
         let finishedSeen = await eventually(within: 5) { log.withLock { $0[name]?.last == .finished } }
         let events = log.withLock { $0[name] ?? [] }
         let problem =
-          finishedSeen ? Self.orderProblem(
+          finishedSeen
+          ? Self.orderProblem(
             events, runs: runs.withLock { $0[name, default: 0] }, exact: !asyncNames.contains(name)) : "no finished"
         if let problem, problems.count < 5 {
           problems.append("round \(round) \(name) (\(item.state)): \(problem): \(events)")
