@@ -32,7 +32,22 @@ struct SmallList<Element> {
 
   /// Appends `element`, which moves into the list (a caller that passes its last use gives up its reference
   /// instead of the list retaining a copy).
+  ///
+  /// The first element (the common case: an item's one dependent, a retirement's one ready dependent) is stored
+  /// inline, in the caller; the others go through ``appendMore(_:)``. As a call, every append to an empty list was
+  /// about 20 instructions under callgrind, most of them the call.
+  @inline(__always)
   mutating func append(_ element: consuming Element) {
+    if case .empty = storage {
+      storage = .one(consume element)
+      return
+    }
+    appendMore(element)
+  }
+
+  /// ``append(_:)`` to a list that is not empty.
+  @inline(never)
+  private mutating func appendMore(_ element: consuming Element) {
     let taken = takeStorage()
     switch consume taken {
     case .empty:
@@ -67,7 +82,15 @@ struct SmallList<Element> {
   @inline(__always)
   mutating func popOnly() -> Element? {
     guard case .one = storage else { return nil }
-    return popFirst()
+    // Inline, not through `popFirst` (a call of about 20 instructions, on every item of a chain).
+    let taken = takeStorage()
+    switch consume taken {
+    case .one(let element): return consume element
+    case .empty: return nil
+    case .many(let elements):
+      storage = .many(consume elements)
+      return nil
+    }
   }
 
   /// Empties the list, handing each element in order to `body`: a lone element moves out (no retain or release), the
