@@ -817,7 +817,12 @@ public class AnyWork: @unchecked Sendable {
     swap(&dependents, &self.dependents)
     var handlers = SmallList<@Sendable () -> Void>()
     swap(&handlers, &completionHandlers)
-    dependencyList = .none
+    // Only work that ends while it waits still has a list (work made ready gave it up then): assigned unconditionally,
+    // the old value went through an outlined destroy call on every item.
+    switch dependencyList {
+    case .none: break
+    case .one, .many, .valueSource: dependencyList = .none
+    }
     var releasedBody = body.take()
     var exclusiveKey: String? = nil
     if let extras {
@@ -904,7 +909,13 @@ public class AnyWork: @unchecked Sendable {
       if let local, engine.toOpaque() == Unmanaged.passUnretained(local).toOpaque() { return .local }
       return .elsewhere(engine.takeUnretainedValue())
     }
-    // The dependencies (and whatever their release frees) go here, outside the item's lock.
+    // The dependencies (and whatever their release frees) go here, outside the item's lock. Taken apart case by case:
+    // destroyed whole, the list went through an outlined call even when it held nothing (a chain's `.valueSource`).
+    switch consume done {
+    case .none, .valueSource: break
+    case .one(let work): _ = consume work
+    case .many(let works): _ = consume works
+    }
     return resolution
   }
 
