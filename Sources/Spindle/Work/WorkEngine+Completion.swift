@@ -66,8 +66,11 @@ extension WorkEngine {
     if let key = completed.exclusiveKey { ExclusivityRegistry.shared.release(key, by: item) }
     if let rare { Self.queueForeignDependents(of: rare) }
     completed.handlers.forEachElement { $0() }
-    // Handlers registered after the item ended (it looked finished, but the queue still counts it) run now.
-    item.markRetired().forEachElement { $0() }
+    // Handlers registered after the item ended (it looked finished, but the queue still counts it) run now. Emptied
+    // by `removeAll` (inline): the list is then known to be empty where it dies, and needs no destroy call (iterated
+    // with `forEachElement`, it was destroyed through an outlined call on every item).
+    var late = item.markRetired()
+    late.removeAll { $0() }
     if let rare, !rare.waiters.isEmpty { Self.wake(rare.waiters) }
     if let rare { Self.retireEndedDependents(of: rare) }
   }
