@@ -57,6 +57,11 @@ final class ExclusivityRegistry: Sendable {
     keys.withLock { $0[key]?.holder === item }
   }
 
+  /// The work holding `key`, if any.
+  func holder(of key: String) -> AnyWork? {
+    keys.withLock { $0[key]?.holder }
+  }
+
   /// `item` completed: gives its key to the next in line (made ready), or leaves the line if it was in it.
   func release(_ key: String, by item: AnyWork) {
     let next: AnyWork? = keys.withLock { keys in

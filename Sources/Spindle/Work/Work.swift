@@ -80,8 +80,12 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// the last unblocked slot of a queue blocked waiting for work of that queue while the body in every other slot
   /// waits for work of that queue too (unstarted work then never gets a slot, and running work is one of the waiting
   /// bodies: A waits for running B, and B for unstarted C; work between retry attempts, or waiting for its exclusivity
-  /// key, counts as unstarted), or a body holding an exclusivity key waiting for work that needs the same key. Waits
-  /// for work of another queue are not counted.
+  /// key, counts as unstarted), a body holding an exclusivity key waiting for work that needs the same key, or a body
+  /// waiting for work that can only complete after the body's own work: work that depends on it (directly or through
+  /// other work, on any queue), work added after a barrier that waits for it, work in the line of a key it holds, work
+  /// whose body waits for it — and so on. The check walks back from the awaited work along what it still waits
+  /// for, so its cost grows with that (running work that does not wait ends the walk). Waits for work of another
+  /// queue are not counted against the slots.
   /// In `async` code use ``value``.
   ///
   /// It returns as soon as the work has completed, which can be a moment before its queue has retired it: the

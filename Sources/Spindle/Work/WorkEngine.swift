@@ -510,6 +510,17 @@ final class WorkEngine: @unchecked Sendable {
     if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
+    // Work that can complete only after this body's work, on any queue (it depends on it, and so on).
+    if !done, let path = work.mustWait(for: current) {
+      if path == .waits {
+        throw deadlock(
+          "bodies would wait for each other: the work waits, directly or through other waits, for this body's work",
+          queueName)
+      }
+      throw deadlock(
+        "the work can only complete after this body ends: it is behind this body's work through " + path.description,
+        queueName)
+    }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return }
     if started && done { return }
     // Whether the work still needs a slot: unstarted work does, and so does started work that can give its slot back
@@ -521,7 +532,7 @@ final class WorkEngine: @unchecked Sendable {
     // slots of a width-2 queue blocked, and C never runs). A wait that would leave no slot unblocked is refused: every
     // body of the queue would be waiting for work of the queue, which is unstarted (needs a slot) or is one of them.
     let entry = BlockedWaits.Entry(
-      wait: ObjectIdentifier(blocked), waiter: ObjectIdentifier(current), target: work, needsSlot: needsSlot)
+      wait: ObjectIdentifier(blocked), waiter: current, target: work, needsSlot: needsSlot)
     // Work that needed a slot when a wait for it began may have started since: it needs none any more (unless it is
     // retried), for good. Asked outside the engine's lock (an item's lock is never taken inside it), and marked below:
     // without it, a body waiting for such work counted as stuck (a later wait was refused after the width was lowered,
@@ -562,6 +573,90 @@ final class WorkEngine: @unchecked Sendable {
       return state.blockedWaits.entries.remove(at: index)
     }
     _ = consume removed
+  }
+}
+
+extension AnyWork {
+  /// How this work can complete only after `other` completes — which `other` cannot while its body waits for this
+  /// work — or `nil` when nothing says so: this work depends on `other`, or follows a barrier that waits for `other`,
+  /// or needs an exclusivity key `other` holds, or runs a body that waits (`Work.wait()`) for `other` — or any of
+  /// these holds for work this work waits for, and so on.
+  ///
+  /// Walks back from this work along what it waits for, on any queue (its unfinished dependencies, the barrier it
+  /// follows, the holder of the key it needs, the work its body waits for), so its cost grows with what this work
+  /// still waits for, not with the graph: work that is running and not waiting ends the walk. Each item's lock is
+  /// taken alone; each queue's barriers and blocked waits are read once, under its lock; a key's holder under the
+  /// exclusivity registry's. Nothing on a path to `other` completes while `other`'s body is in the check (except by a
+  /// cancel), so the paths the walk finds stay true.
+  final func mustWait(for other: AnyWork) -> WorkPath? {
+    /// What a queue's state says an item waits for: the pending barrier it follows, the work its body waits for.
+    struct WaitsFor {
+      let engine: WorkEngine
+      var items: [ObjectIdentifier: [(AnyWork, WorkPath)]] = [:]
+    }
+    var queues: [ObjectIdentifier: WaitsFor] = [:]
+    var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
+    var next: [(AnyWork, WorkPath)] = [(self, [])]
+    var found: [(AnyWork, WorkPath)] = []
+    while let (item, path) = next.popLast() {
+      found.removeAll(keepingCapacity: true)
+      let (engine, key): (WorkEngine?, String?) = item.lock.withLock {
+        guard !item.phase.isFinal else { return (nil, nil) }
+        if !item.phase.isStarted {
+          for dependency in item.dependencyArrayLocked() { found.append((dependency, .dependency)) }
+        }
+        let key = item.extras.flatMap { $0.holdsKey ? nil : $0.options.exclusive }
+        return (item.engine?.takeUnretainedValue(), key)
+      }
+      if let key, let holder = ExclusivityRegistry.shared.holder(of: key), holder !== item {
+        found.append((holder, .key))
+      }
+      if let engine {
+        let id = ObjectIdentifier(engine)
+        if queues[id] == nil {
+          queues[id] = engine.withState { state in
+            var snapshot = WaitsFor(engine: engine)
+            for (barrier, followers) in state.barriers {
+              for follower in followers {
+                snapshot.items[ObjectIdentifier(follower), default: []].append((barrier, .barrier))
+              }
+            }
+            for wait in state.blockedWaits.entries {
+              snapshot.items[wait.waiter, default: []].append((wait.targetWork, .waits))
+            }
+            return snapshot
+          }
+        }
+        if let more = queues[id]?.items[ObjectIdentifier(item)] { found += more }
+      }
+      for (work, link) in found {
+        if work === other { return path.union(link) }
+        if seen.insert(ObjectIdentifier(work)).inserted { next.append((work, path.union(link))) }
+      }
+    }
+    return nil
+  }
+}
+
+/// The kinds of links that put one item behind another (see ``AnyWork/mustWait(for:)``).
+struct WorkPath: OptionSet, CustomStringConvertible {
+  let rawValue: UInt8
+  /// A dependent is behind its dependency.
+  static let dependency = WorkPath(rawValue: 1)
+  /// Work added after a barrier is behind it.
+  static let barrier = WorkPath(rawValue: 2)
+  /// Work in an exclusivity key's line is behind the key's holder.
+  static let key = WorkPath(rawValue: 4)
+  /// A body waiting in `Work.wait()` is behind the work it waits for.
+  static let waits = WorkPath(rawValue: 8)
+
+  var description: String {
+    var parts: [String] = []
+    if contains(.dependency) { parts.append("dependencies") }
+    if contains(.barrier) { parts.append("a barrier added after it") }
+    if contains(.key) { parts.append("the line of an exclusivity key it holds") }
+    if contains(.waits) { parts.append("bodies waiting for other work") }
+    return parts.joined(separator: ", ")
   }
 }
 
@@ -610,6 +705,8 @@ struct BlockedWaits {
     let wait: ObjectIdentifier
     /// The waiting body's work.
     let waiter: ObjectIdentifier
+    /// The waiting body's work itself: running (its body is blocked in the wait) until the entry is removed.
+    let waiterWork: AnyWork
     /// The work waited for; held until it completes (its completion removes the entry).
     let targetWork: AnyWork
     /// Whether the work needed a slot (unstarted or between attempts): when the wait began, until it is seen started
@@ -618,9 +715,10 @@ struct BlockedWaits {
 
     var target: ObjectIdentifier { ObjectIdentifier(targetWork) }
 
-    init(wait: ObjectIdentifier, waiter: ObjectIdentifier, target: AnyWork, needsSlot: Bool) {
+    init(wait: ObjectIdentifier, waiter: AnyWork, target: AnyWork, needsSlot: Bool) {
       self.wait = wait
-      self.waiter = waiter
+      self.waiter = ObjectIdentifier(waiter)
+      self.waiterWork = waiter
       self.targetWork = target
       self.needsSlot = needsSlot
     }

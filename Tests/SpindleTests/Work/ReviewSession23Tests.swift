@@ -587,68 +587,126 @@ struct ReviewSession23Tests {
     #expect(problems.isEmpty, "seed \(seed): \(problems.joined(separator: "; "))")
   }
 
-  // MARK: - Work.wait(): deadlocks the check does not see (known)
+  // MARK: - Work.wait(): work behind the waiter (once missed, and hung)
 
-  /// Runs `waiter`'s wait, expected to hang; records an issue when it does and lets it go by cancelling `release`.
-  static func expectHang(_ waiter: Work<Int>, unblockedBy release: AnyWork, _ message: String) {
+  /// The wait of a body: its work's value is the refusal's message, or "" when the wait returned.
+  static func waitingBody(for target: Box<Work<Int>>, after gate: SpindleTestSupport.Gate? = nil)
+    -> @Sendable () -> String
+  {
+    waitingBody(after: gate) { _ = try target.get.wait() }
+  }
+
+  /// The wait of a body (`wait`): its work's value is the refusal's message, or "" when the wait returned.
+  static func waitingBody(after gate: SpindleTestSupport.Gate?, _ wait: @escaping @Sendable () throws -> Void)
+    -> @Sendable () -> String
+  {
+    {
+      gate?.wait(seconds: 10)
+      do {
+        try wait()
+        return ""
+      } catch let error as WorkDeadlockError {
+        return "\(error)"
+      } catch {
+        return "other error: \(error)"
+      }
+    }
+  }
+
+  /// Waits (bounded) for `work`, whose body is expected to be refused; cancels `release` if it hangs instead.
+  static func refusal(of work: Work<String>, release: AnyWork) throws -> String {
     let done = DispatchSemaphore(value: 0)
-    waiter.whenCompleteErased { done.signal() }
-    if done.wait(timeout: .now() + 1 * hangBoundScale) == .timedOut {
-      Issue.record(Comment(rawValue: message))
+    work.whenCompleteErased { done.signal() }
+    if done.wait(timeout: .now() + 2 * hangBoundScale) == .timedOut {
+      Issue.record("the wait hangs")
       release.cancel()
       #expect(done.wait(timeout: .now() + 5 * hangBoundScale) == .success, "cancelling did not let the wait go")
     }
+    return try work.wait()
   }
 
-  /// Width 2: A's body waits for X, which depends on A. X needs a slot and A's completion; 1 stuck body of 2 is
-  /// allowed, and the wait hangs. Dependencies are not followed by the check.
-  @Test func aWaitForWorkThatDependsOnTheWaiterHangs() throws {
+  /// Width 2: A's body waits for X, which depends on A. X can only start after A ends: refused (it hung, with one of
+  /// two slots counted stuck, before the check followed dependencies).
+  @Test func aWaitForWorkThatDependsOnTheWaiterIsRefused() throws {
     let queue = WorkQueue(name: "r23.dependency", maxConcurrent: 2)
     let x = Box<Work<Int>>()
     queue.suspend()
-    let a = queue.add(name: "A") { () -> Int in
-      do { return try x.get.wait() } catch is WorkDeadlockError { return -1 } catch { return -2 }
-    }
+    let a = queue.add(name: "A", Self.waitingBody(for: x))
     x.set(queue.add(name: "X", dependencies: [a]) { 1 })
     queue.resume()
-    withKnownIssue("the check does not follow dependencies") {
-      Self.expectHang(a, unblockedBy: x.get, "A's wait for X (which depends on A) was allowed and hangs")
-    }
-    let value = try a.wait()
-    #expect(value == -1 || value == -2)
+    let message = try Self.refusal(of: a, release: x.get)
+    #expect(
+      message.contains("can only complete after this body ends") && message.contains("dependencies"), "\(message)")
+    #expect(try x.get.wait() == 1)
   }
 
-  /// Width 2: A runs; a barrier is added (it waits for A), then X (it waits for the barrier); A's body waits for X. X
-  /// needs the barrier, which needs A to end: the wait hangs. (Waiting for the barrier itself hangs the same way, and
-  /// cannot be let go of: a cancelled pending barrier still waits for the work before it.)
-  @Test func aWaitForWorkBehindABarrierAddedAfterTheWaiterHangs() throws {
+  /// The same through two more items, one of them on another queue: A ← Y (other queue) ← X; waits for work of
+  /// another queue are checked for this too.
+  @Test func aWaitForWorkThatDependsOnTheWaiterThroughAnotherQueueIsRefused() throws {
+    let queue = WorkQueue(name: "r23.dependency.far", maxConcurrent: 4)
+    let other = WorkQueue(name: "r23.dependency.other", maxConcurrent: 4)
+    let x = Box<Work<Int>>()
+    let y = Box<Work<Int>>()
+    queue.suspend()
+    let a = queue.add(name: "A", Self.waitingBody(for: y))
+    x.set(other.add(name: "X", dependencies: [a]) { 1 })
+    y.set(queue.add(name: "Y", dependencies: [x.get]) { 2 })
+    queue.resume()
+    let message = try Self.refusal(of: a, release: x.get)
+    #expect(message.contains("dependencies"), "\(message)")
+    #expect(try y.get.wait() == 2)
+  }
+
+  /// A wait for unrelated unstarted work of a wide queue is allowed, though the waiter has dependents: the walk does
+  /// not refuse what it merely passes.
+  @Test func aWaitForUnrelatedWorkWhileTheWaiterHasDependentsIsAllowed() throws {
+    let queue = WorkQueue(name: "r23.dependency.unrelated", maxConcurrent: 2)
+    let x = Box<Work<Int>>()
+    queue.suspend()
+    let a = queue.add(name: "A", Self.waitingBody(for: x))
+    let dependents = (0..<20).map { index in queue.add(name: "D\(index)", dependencies: [a]) { index } }
+    x.set(queue.add(name: "X") { 7 })
+    queue.resume()
+    #expect(try Self.refusal(of: a, release: x.get) == "")
+    #expect(try dependents.map { try $0.wait() } == Array(0..<20))
+  }
+
+  /// Width 2: A runs; a barrier is added (it waits for A), then X (it waits for the barrier); A's body then waits for
+  /// X, or for the barrier itself. Both can only run after A ends: refused (they hung).
+  @Test(arguments: [false, true])
+  func aWaitForWorkBehindABarrierAddedAfterTheWaiterIsRefused(forTheBarrier: Bool) throws {
     let queue = WorkQueue(name: "r23.barrier", maxConcurrent: 2)
     let gate = SpindleTestSupport.Gate()
-    let x = Box<Work<Int>>()
-    let a = queue.add(name: "A") { () -> Int in
-      gate.wait(seconds: 10)
-      do { return try x.get.wait() } catch is WorkDeadlockError { return -1 } catch { return -2 }
-    }
+    let target = Box<Work<Int>>()
+    let barrierBox = Box<Work<Void>>()
+    let a = queue.add(
+      name: "A",
+      Self.waitingBody(after: gate) {
+        if forTheBarrier { try barrierBox.get.wait() } else { _ = try target.get.wait() }
+      })
     #expect(eventually(within: 5) { a.state == .running })
     let barrier = queue.addBarrier(name: "barrier") {}
-    x.set(queue.add(name: "X") { 1 })
+    barrierBox.set(barrier)
+    let x = queue.add(name: "X") { 1 }
+    target.set(x)
     gate.open()
-    withKnownIssue("the check does not follow a barrier's wait for earlier work") {
-      Self.expectHang(a, unblockedBy: x.get, "A's wait for X (behind a barrier that waits for A) was allowed and hangs")
-    }
-    #expect(try a.wait() < 0)
-    _ = try? barrier.wait()
+    let message = try Self.refusal(of: a, release: x)
+    let expected = forTheBarrier ? "dependencies" : "a barrier added after it"
+    #expect(message.contains("can only complete after this body ends") && message.contains(expected), "\(message)")
+    #expect(try x.wait() == 1)
   }
 
   /// Width 3: H holds key K and waits for running W; W waits for T, which needs K (in its line behind H). T needs H to
-  /// end, H needs W, W needs T: the wait hangs. Only a key holder's own wait for work needing its key is refused.
-  @Test func aCycleThroughAnExclusivityKeyHangs() throws {
+  /// end, H needs W, W needs T: W's wait is refused (it hung; only a key holder's own wait for work needing its key
+  /// was refused).
+  @Test func aCycleThroughAnExclusivityKeyIsRefused() throws {
     let key = "r23.key.cycle.\(UUID())"
     let queue = WorkQueue(name: "r23.key.cycle", maxConcurrent: 3)
     let hGate = SpindleTestSupport.Gate()
     let wGate = SpindleTestSupport.Gate()
     let w = Box<Work<Int>>()
     let t = Box<Work<Int>>()
+    let wMessage = Box<String>()
     queue.suspend()
     let h = queue.add(name: "H", exclusive: key) { () -> Int in
       hGate.wait(seconds: 10)
@@ -657,7 +715,14 @@ struct ReviewSession23Tests {
     w.set(
       queue.add(name: "W") { () -> Int in
         wGate.wait(seconds: 10)
-        do { return try t.get.wait() } catch is WorkDeadlockError { return -1 } catch { return -2 }
+        do {
+          return try t.get.wait()
+        } catch let error as WorkDeadlockError {
+          wMessage.set("\(error)")
+          return -1
+        } catch {
+          return -2
+        }
       })
     queue.resume()
     // T is added once H holds the key: it waits in the key's line.
@@ -667,9 +732,16 @@ struct ReviewSession23Tests {
     hGate.open()
     #expect(eventually(within: 5) { Self.blockedWaits(queue) == 1 })
     wGate.open()
-    withKnownIssue("the check does not follow a key's line") {
-      Self.expectHang(w.get, unblockedBy: t.get, "W's wait for T (in the line of H's key, H waits for W) hangs")
+    let done = DispatchSemaphore(value: 0)
+    w.get.whenCompleteErased { done.signal() }
+    if done.wait(timeout: .now() + 2 * hangBoundScale) == .timedOut {
+      Issue.record("W's wait for T (in the line of H's key, H waits for W) hangs")
+      t.get.cancel()
     }
-    _ = try? h.wait()
+    #expect(try w.get.wait() == -1)
+    let message = wMessage.get
+    #expect(message.contains("exclusivity key") && message.contains("waiting"), "\(message)")
+    #expect(try h.wait() == -1)
+    #expect(try t.get.wait() == 1)
   }
 }
