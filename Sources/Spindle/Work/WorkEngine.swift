@@ -585,11 +585,11 @@ extension AnyWork {
   /// Walks back from this work along what it waits for, on any queue (its unfinished dependencies, the barrier it
   /// follows, the holder of the key it needs, the work its body waits for), so its cost grows with what this work
   /// still waits for, not with the graph: work that is running and not waiting ends the walk. Each item's lock is
-  /// taken alone; each queue's barriers and blocked waits are read once, under its lock; a key's holder under the
-  /// exclusivity registry's. Nothing on a path to `other` completes while `other`'s body is in the check (except by a
+  /// taken alone; each queue's barriers are read once, under its lock; a key's holder under the exclusivity
+  /// registry's, the waits of bodies under ``BodyWaits``'. Nothing on a path to `other` completes while `other`'s body is in the check (except by a
   /// cancel), so the paths the walk finds stay true.
   final func mustWait(for other: AnyWork) -> WorkPath? {
-    /// What a queue's state says an item waits for: the pending barrier it follows, the work its body waits for.
+    /// What a queue's state says an item waits for: the pending barrier it follows.
     struct WaitsFor {
       let engine: WorkEngine
       var items: [ObjectIdentifier: [(AnyWork, WorkPath)]] = [:]
@@ -611,6 +611,7 @@ extension AnyWork {
       if let key, let holder = ExclusivityRegistry.shared.holder(of: key), holder !== item {
         found.append((holder, .key))
       }
+      BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
       if let engine {
         let id = ObjectIdentifier(engine)
         if queues[id] == nil {
@@ -620,9 +621,6 @@ extension AnyWork {
               for follower in followers {
                 snapshot.items[ObjectIdentifier(follower), default: []].append((barrier, .barrier))
               }
-            }
-            for wait in state.blockedWaits.entries {
-              snapshot.items[wait.waiter, default: []].append((wait.targetWork, .waits))
             }
             return snapshot
           }
@@ -635,6 +633,46 @@ extension AnyWork {
       }
     }
     return nil
+  }
+}
+
+/// The blocking waits (`Work.wait()`) of running bodies, on every queue: the work each body's work waits for. The
+/// deadlock check follows them back from the awaited work (``AnyWork/mustWait(for:)``), so bodies of different queues
+/// that would wait for each other are refused too.
+///
+/// A body's wait is recorded before its check and removed when the wait returns or throws: of two bodies that start
+/// waiting for each other at the same moment, the one recorded second sees the other's wait in its check (both may,
+/// and then both throw). One lock for the process, taken only by waits from bodies, never inside another lock.
+final class BodyWaits: Sendable {
+  static let shared = BodyWaits()
+
+  /// Per waiting work, what its bodies wait for (one at a time per body; a list in case a body's work is also
+  /// current on another thread, through a task that inherited it).
+  private let waits = Locked<[ObjectIdentifier: [AnyWork]]>([:])
+
+  /// Records that `waiter`'s body waits for `target`.
+  func begin(_ waiter: AnyWork, for target: AnyWork) {
+    waits.withLock { $0[ObjectIdentifier(waiter), default: []].append(target) }
+  }
+
+  /// Removes one record of `waiter`'s body waiting for `target` (the targets are released after the lock).
+  func end(_ waiter: AnyWork, for target: AnyWork) {
+    let removed: [AnyWork]? = waits.withLock { waits in
+      let id = ObjectIdentifier(waiter)
+      guard var targets = waits[id], let index = targets.firstIndex(where: { $0 === target }) else { return nil }
+      targets.remove(at: index)
+      if targets.isEmpty { return waits.removeValue(forKey: id) } else { waits[id] = targets }
+      return nil
+    }
+    _ = consume removed
+  }
+
+  /// Calls `body` with each work that `waiter`'s bodies wait for (under this registry's lock: `body` takes no lock).
+  func forEachTarget(of waiter: AnyWork, _ body: (AnyWork) -> Void) {
+    waits.withLock { waits in
+      guard let targets = waits[ObjectIdentifier(waiter)] else { return }
+      for target in targets { body(target) }
+    }
   }
 }
 
