@@ -106,8 +106,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       done.signal()
     }
     // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
-    let waiter = WorkContext.currentWork
-    if let waiter { BodyWaits.shared.begin(waiter, for: self) }
+    let waiter = WorkEngine.recordWait(for: self)
     defer { if let waiter { BodyWaits.shared.end(waiter, for: self) } }
     try WorkEngine.checkWait(for: self, blocked)
     done.wait()

@@ -491,6 +491,25 @@ final class WorkEngine: @unchecked Sendable {
     }
   }
 
+  /// Whether a wait by code that `WorkContext.currentWork` says runs for `current` holds up the completion of
+  /// `current`: the wait of its body itself (a synchronous or callback body on its worker's thread, an `async` body's
+  /// task). Not a task that a body started, which can outlive the work (`WorkContext.currentWork` still names it) or
+  /// wait while a callback's `finish` comes from elsewhere: work that is behind `current` then completes all the same,
+  /// and the wait returns.
+  static func waitHoldsUp(_ current: AnyWork) -> Bool {
+    (current.isAsync || threadWork.value == Unmanaged.passUnretained(current).toOpaque())
+      && !current.lock.withLock { current.phase.isFinal }
+  }
+
+  /// Records in ``BodyWaits`` that the current body waits for `work`, if it is a body's wait that holds up its work
+  /// (``waitHoldsUp(_:)``); returns the body's work, for ``BodyWaits/end(_:for:)`` when the wait is over. Call before
+  /// ``checkWait(for:_:)``.
+  static func recordWait(for work: AnyWork) -> AnyWork? {
+    guard let current = WorkContext.currentWork, current !== work, waitHoldsUp(current) else { return nil }
+    BodyWaits.shared.begin(current, for: work)
+    return current
+  }
+
   /// Checks that a body may block waiting for `work`, and counts the wait in the blocked-wait count of `work`'s engine
   /// (through `blocked`, whose `end()` the work's completion calls); throws when the wait could never end.
   static func checkWait(for work: AnyWork, _ blocked: BlockedWait) throws(WorkDeadlockError) {
@@ -505,13 +524,14 @@ final class WorkEngine: @unchecked Sendable {
       let options = work.extras?.options
       return (options?.exclusive, work.phase.isStarted, work.phase.isFinal, options?.retry != nil, work.queueNameLocked)
     }
+    let holdsUpWaiter = waitHoldsUp(current)
     // While the key is held here, unfinished work with that key is not running (exclusive work is made running only
     // once it holds its key) and cannot run before the caller ends.
-    if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
+    if !done, holdsUpWaiter, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     // Work that can complete only after this body's work, on any queue (it depends on it, and so on).
-    if !done, let path = work.mustWait(for: current) {
+    if !done, holdsUpWaiter, let path = work.mustWait(for: current) {
       if path == .waits {
         throw deadlock(
           "bodies would wait for each other: the work waits, directly or through other waits, for this body's work",
@@ -640,7 +660,8 @@ extension AnyWork {
 /// deadlock check follows them back from the awaited work (``AnyWork/mustWait(for:)``), so bodies of different queues
 /// that would wait for each other are refused too.
 ///
-/// A body's wait is recorded before its check and removed when the wait returns or throws: of two bodies that start
+/// Only waits that hold up their work's completion are recorded (`WorkEngine.waitHoldsUp`): not those of tasks a body
+/// started. A body's wait is recorded before its check and removed when the wait returns or throws: of two bodies that start
 /// waiting for each other at the same moment, the one recorded second sees the other's wait in its check (both may,
 /// and then both throw). One lock for the process, taken only by waits from bodies, never inside another lock.
 final class BodyWaits: Sendable {
