@@ -232,6 +232,28 @@ struct ReviewSession24Tests {
     #expect(throws: (any Error).self) { try x.get.wait() }
   }
 
+  /// Width 1: a callback body returned, its `finish` comes from a timer; its asynchronous half waits for X, unstarted
+  /// on the same queue. The timer frees the slot and X runs: the wait returns. The slot count (older than the walk)
+  /// refuses it ("the queue is serial"), taking the half's wait for the body holding the slot.
+  @Test func aCallbackBodysAsynchronousHalfMayWaitForWorkOfItsSerialQueueWhenFinishComesFromElsewhere() throws {
+    let queue = WorkQueue(name: "r24.half.serial", maxConcurrent: 1)
+    let x = Box<Work<Int>>()
+    let result = Slot()
+    queue.suspend()
+    let c = queue.addCallback(name: "C") { (finish: WorkFinish<Int>) in
+      DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { finish(1) }
+      Task { result.set(Self.outcome(of: x.get)) }
+    }
+    x.set(queue.add(name: "X") { 2 })
+    queue.resume()
+    let outcome = result.await()
+    withKnownIssue("the slot count takes a callback's asynchronous half for its body", isIntermittent: true) {
+      #expect(outcome == "value 2", "\(outcome ?? "no outcome")")
+    }
+    #expect(try c.wait() == 1)
+    #expect(try x.get.wait() == 2)
+  }
+
   // MARK: - What held: links that are real, and links that are gone
 
   /// A dependent of the waiter cancelled before the wait is complete: the wait returns its cancellation.
@@ -395,9 +417,14 @@ struct ReviewSession24Tests {
     var atGate: Set<Int> = []
     var unstarted: Set<Int> = []
     var dependencies: [Int: Set<Int>] = [:]
+    /// The bodies that need the round's exclusivity key.
+    var keyed: Set<Int> = []
 
-    func startable(_ index: Int, _ finished: Set<Int>) -> Bool {
+    /// Whether `index` can start once `finished` have, while `holding` hold slots (a keyed body also needs none of
+    /// them to hold the key).
+    func startable(_ index: Int, _ finished: Set<Int>, holding: Set<Int>) -> Bool {
       dependencies[index, default: []].isSubset(of: finished)
+        && (!keyed.contains(index) || holding.isDisjoint(with: keyed))
     }
 
     var description: String {
@@ -428,7 +455,9 @@ struct ReviewSession24Tests {
         changed = true
       }
       while free.count + blocked.count < width,
-        let next = unstarted.sorted().first(where: { snapshot.startable($0, finished) })
+        let next = unstarted.sorted().first(where: {
+          snapshot.startable($0, finished, holding: free.union(blocked.keys))
+        })
       {
         unstarted.remove(next)
         free.insert(next)
@@ -445,11 +474,11 @@ struct ReviewSession24Tests {
     return ends(width: width, waiting).contains(target)
   }
 
-  /// Random small queues (width 1–4, 2–7 items) of bodies that depend on earlier bodies, with barriers among them;
-  /// each body waits, or not, for one item (a body or a barrier, before or after it). The waits start one at a time
+  /// Random small queues (width 1–4, 2–7 items) of bodies that depend on earlier bodies, some needing one exclusivity
+  /// key, with barriers among them; each body waits, or not, for one item (a body or a barrier, before or after it). The waits start one at a time
   /// and the model says before each whether it can end: a refused wait must be one that cannot, an allowed one one
   /// that can.
-  @Test func theWaitCheckAgreesWithAModelOfDependenciesAndBarriers() throws {
+  @Test func theWaitCheckAgreesWithAModelOfDependenciesKeysAndBarriers() throws {
     let rounds = ReviewSession23Tests.rounds ?? (hangBoundScale > 1 ? 60 : 300)
     let seed = ReviewSession23Tests.seed
     print("ReviewSession24Tests: dependencies and barriers against the model, seed \(seed)")
@@ -477,9 +506,12 @@ struct ReviewSession24Tests {
         return Int.random(in: 0..<count, using: &random)
       }
       let kinds = (0..<count).map { _ in Int.random(in: 0..<3, using: &random) }
+      let keyed = (0..<count).map { !isBarrier[$0] && Int.random(in: 0..<10, using: &random) < 3 }
+      let key = "r24.model.key.\(UUID())"
       let context =
         "round \(round) (seed \(seed), width \(width), barriers \((0..<count).filter { isBarrier[$0] }),"
-        + " dependencies \(dependencies.map { $0.sorted() }), plan \(plan.map { $0.map(String.init) ?? "-" }))"
+        + " dependencies \(dependencies.map { $0.sorted() }), keyed \((0..<count).filter { keyed[$0] }),"
+        + " plan \(plan.map { $0.map(String.init) ?? "-" }))"
       let queue = WorkQueue(name: "r24.model.\(round)", maxConcurrent: width)
       let gates = (0..<count).map { _ in SpindleTestSupport.Gate() }
       let started = Locked<Set<Int>>([])
@@ -515,11 +547,15 @@ struct ReviewSession24Tests {
         }
         let after = dependencies[index].filter { !isBarrier[$0] }.sorted().map { made[$0] }
         let work: Work<Int>
+        let exclusive = keyed[index] ? key : nil
         switch kinds[index] {
-        case 0: work = queue.add(name: "b\(index)", dependencies: after, run)
-        case 1: work = queue.addCallback(name: "b\(index)", dependencies: after) { finish in finish(run()) }
+        case 0: work = queue.add(name: "b\(index)", dependencies: after, exclusive: exclusive, run)
+        case 1:
+          work = queue.addCallback(name: "b\(index)", dependencies: after, exclusive: exclusive) { finish in
+            finish(run())
+          }
         default:
-          work = queue.addCallback(name: "b\(index)", dependencies: after) { finish in
+          work = queue.addCallback(name: "b\(index)", dependencies: after, exclusive: exclusive) { finish in
             let value = run()
             DispatchQueue.global().async { finish(value) }
           }
@@ -534,6 +570,7 @@ struct ReviewSession24Tests {
         let waiting = ReviewSession23Tests.waiters(queue)
         let starts = started.withLock { $0 }
         var snapshot = Snapshot()
+        snapshot.keyed = Set((0..<count).filter { keyed[$0] })
         for index in 0..<count {
           if made[index].state.isFinal {
             snapshot.finished.insert(index)
@@ -548,8 +585,10 @@ struct ReviewSession24Tests {
             return nil
           }
         }
-        let holding = snapshot.atGate.count + snapshot.blocked.count
-        if holding < width && snapshot.unstarted.contains(where: { snapshot.startable($0, snapshot.finished) }) {
+        let holding = snapshot.atGate.union(snapshot.blocked.keys)
+        if holding.count < width
+          && snapshot.unstarted.contains(where: { snapshot.startable($0, snapshot.finished, holding: holding) })
+        {
           return nil
         }
         return snapshot
