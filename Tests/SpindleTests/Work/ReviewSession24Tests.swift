@@ -294,6 +294,44 @@ struct ReviewSession24Tests {
     #expect(try x.get.wait() == 1)
   }
 
+  /// A body of `WorkQueue.main` (bound on the main thread) is checked like any other: its wait for X, which depends
+  /// on it from another queue, is refused; its wait for unrelated Y returns.
+  @Test func aMainQueueBodysWaitsAreCheckedLikeAnyOther() async throws {
+    let other = WorkQueue(name: "r24.main.other", maxConcurrent: 2)
+    let gate = SpindleTestSupport.Gate()
+    let x = Box<Work<Int>>()
+    let y = Box<Work<Int>>()
+    let m = WorkQueue.main.add(name: "M") { @MainActor () -> [String] in
+      gate.wait(seconds: 10)
+      return [Self.outcome(of: x.get), Self.outcome(of: y.get)]
+    }
+    x.set(other.add(name: "X", dependencies: [m]) { 1 })
+    y.set(other.add(name: "Y") { 2 })
+    gate.open()
+    let outcomes = try await m.value
+    #expect(outcomes.first?.hasPrefix("refused:") == true && outcomes.last == "value 2", "\(outcomes)")
+    #expect(try await x.get.value == 1)
+  }
+
+  /// Waits for delayed work, for work with a condition, and for work of a suspended queue (resumed a moment later),
+  /// none of it behind the waiter: all return.
+  @Test func waitsForDelayedConditionedAndSuspendedWorkReturn() throws {
+    let queue = WorkQueue(name: "r24.delayed", maxConcurrent: 2)
+    let other = WorkQueue(name: "r24.delayed.other", maxConcurrent: 2)
+    let suspended = WorkQueue(name: "r24.delayed.suspended", maxConcurrent: 1)
+    suspended.suspend()
+    let delayed = other.add(name: "D", delay: .milliseconds(100)) { 1 }
+    let conditioned = other.add(name: "C", condition: .skip(unless: { false }, value: 2)) { 3 }
+    let later = suspended.add(name: "S") { 4 }
+    let result = Slot()
+    _ = queue.add(name: "W") { () -> Int in
+      DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { suspended.resume() }
+      result.set([delayed, conditioned, later].map { Self.outcome(of: $0) }.joined(separator: ", "))
+      return 0
+    }
+    #expect(result.await() == "value 1, value 2, value 4")
+  }
+
   /// W (no key) waits for X, in the line of key K held by H, which runs and waits for nothing: X gets K when H ends,
   /// whatever W does: allowed. Then the key changes hands (X holds it) and a second wait for X is allowed too.
   @Test func aWaitForWorkInTheLineOfAKeyHeldByUnrelatedWorkIsAllowed() throws {
