@@ -10,18 +10,12 @@ import Testing
 /// refused, waits that can end are allowed, keys are never left held and slots never lost.
 @Suite("Work: review 23", .serialized, .offThePool)
 struct ReviewSession23Tests {
-  static let rounds = ProcessInfo.processInfo.environment["SPINDLE_ADVERSARIAL_ROUNDS"].flatMap(Int.init)
+  /// `SPINDLE_ADVERSARIAL_ROUNDS`, as session 22's review reads it.
+  static var rounds: Int? { ReviewSession22Tests.rounds }
   /// The random tests' seed: `SPINDLE_REVIEW_SEED` replays a failure.
-  static var seed: UInt64 {
-    ProcessInfo.processInfo.environment["SPINDLE_REVIEW_SEED"].flatMap(UInt64.init) ?? .random(in: 0...UInt64.max)
-  }
+  static var seed: UInt64 { ReviewSession22Tests.seed }
 
-  /// Holds a value set after the item that reads it was added.
-  final class Box<Value: Sendable>: Sendable {
-    private let value = Locked<Value?>(nil)
-    func set(_ newValue: Value) { value.withLock { $0 = newValue } }
-    var get: Value { value.withLock { $0 }! }
-  }
+  typealias Box = ReviewSession22Tests.Box
 
   enum TestError: Error { case retry }
 
@@ -239,6 +233,31 @@ struct ReviewSession23Tests {
 
   enum Outcome: Sendable { case waited, refused, failed }
 
+  /// Compares a wait's outcome with the model's verdict (`canEnd`), recording an issue where they disagree; counts
+  /// the outcome in `refused` or `allowed`, and returns whether the model predicted a hang.
+  static func judge(
+    _ outcome: Outcome?, canEnd: Bool, waiter: Int, target: Int, context: String, now: some CustomStringConvertible,
+    refused: inout Int, allowed: inout Int
+  ) -> Bool {
+    var predictedHang = false
+    if outcome == .refused {
+      refused += 1
+      if canEnd {
+        Issue.record(
+          Comment(rawValue: "\(context): b\(waiter)'s wait for b\(target) was refused, yet it can end; \(now)"))
+      }
+    } else {
+      allowed += 1
+      if !canEnd {
+        predictedHang = true
+        Issue.record(
+          Comment(rawValue: "\(context): b\(waiter)'s wait for b\(target) was allowed, yet it never ends; \(now)"))
+      }
+    }
+    #expect(outcome != .failed, "\(context)")
+    return predictedHang
+  }
+
   /// Random small queues (width 1–4, 2–6 bodies) whose bodies each wait, or not, for one item of the queue; the test
   /// starts the waits one at a time (each body is held at a gate) and, before each, asks the model whether the wait
   /// can end. A refused wait must be one that can never end, an allowed one must be one that can, and no round hangs.
@@ -367,21 +386,12 @@ struct ReviewSession23Tests {
         guard settle("once b\(next) was let go") != nil else { break }
         guard let target = plan[next], let canEnd = verdict else { continue }
         let outcome = outcomes.withLock { $0[next] }
-        if outcome == .refused {
-          refused += 1
-          if canEnd {
-            Issue.record(
-              Comment(rawValue: "\(context): b\(next)'s wait for b\(target) was refused, yet it can end; \(now)"))
-          }
-        } else {
-          allowed += 1
-          if !canEnd {
-            predictedHang = true
-            Issue.record(
-              Comment(rawValue: "\(context): b\(next)'s wait for b\(target) was allowed, yet it never ends; \(now)"))
-          }
+        if Self.judge(
+          outcome, canEnd: canEnd, waiter: next, target: target, context: context, now: now, refused: &refused,
+          allowed: &allowed)
+        {
+          predictedHang = true
         }
-        #expect(outcome != .failed, "\(context)")
       }
       if let settled, settled.finished.count < count {
         if !predictedHang {
@@ -403,35 +413,7 @@ struct ReviewSession23Tests {
   // MARK: - Exclusive work asking for its key
 
   /// An event, reduced to what the order check looks at.
-  enum Seen: Equatable, Sendable, CustomStringConvertible {
-    case added
-    case willStart(Int)
-    case started(Int)
-    case retrying(Int)
-    case cancelRequested, finished
-
-    init(_ kind: WorkEvent.Kind) {
-      switch kind {
-      case .added: self = .added
-      case .willStart(let attempt): self = .willStart(attempt)
-      case .started(let attempt): self = .started(attempt)
-      case .retrying(let attempt, _): self = .retrying(attempt)
-      case .cancelRequested: self = .cancelRequested
-      case .finished: self = .finished
-      }
-    }
-
-    var description: String {
-      switch self {
-      case .added: "added"
-      case .willStart(let attempt): "willStart(\(attempt))"
-      case .started(let attempt): "started(\(attempt))"
-      case .retrying(let attempt): "retrying(\(attempt))"
-      case .cancelRequested: "cancelRequested"
-      case .finished: "finished"
-      }
-    }
-  }
+  typealias Seen = ReviewSession22Tests.Seen
 
   /// What is wrong with an item's events (see `WorkEvent`), or nil: `added`; per attempt one `willStart(n)` and one
   /// `started(n)`, a `retrying(n + 1)` between attempts; at most one `cancelRequested`, after a `started`; `finished`

@@ -659,21 +659,12 @@ struct ReviewSession24Tests {
         guard settle("once b\(next) was let go") != nil else { break }
         guard let target = plan[next], let canEnd = verdict else { continue }
         let outcome = outcomes.withLock { $0[next] }
-        if outcome == .refused {
-          refused += 1
-          if canEnd {
-            Issue.record(
-              Comment(rawValue: "\(context): b\(next)'s wait for b\(target) was refused, yet it can end; \(now)"))
-          }
-        } else {
-          allowed += 1
-          if !canEnd {
-            predictedHang = true
-            Issue.record(
-              Comment(rawValue: "\(context): b\(next)'s wait for b\(target) was allowed, yet it never ends; \(now)"))
-          }
+        if ReviewSession23Tests.judge(
+          outcome, canEnd: canEnd, waiter: next, target: target, context: context, now: now, refused: &refused,
+          allowed: &allowed)
+        {
+          predictedHang = true
         }
-        #expect(outcome != .failed, "\(context)")
       }
       if let settled, settled.finished.count < count {
         if !predictedHang {
