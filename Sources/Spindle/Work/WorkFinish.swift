@@ -142,7 +142,8 @@ public struct WorkFinishDroppedError: Error, CustomStringConvertible, Sendable {
 /// The error of a wait that could never end.
 ///
 /// ``Work/wait()`` throws it instead of blocking forever, for example when a body of a serial queue waits for
-/// work of the same queue that has not started yet.
+/// work of the same queue that has not started yet, or for work that depends on the body's own work, or when
+/// bodies, on one queue or several, would wait for each other. ``reason`` says which.
 ///
 /// ```swift
 /// let serial = WorkQueue(maxConcurrent: 1)
@@ -154,7 +155,7 @@ public struct WorkDeadlockError: Error, CustomStringConvertible, Sendable {
   public var work: String?
   /// The work whose body waited.
   public var waiter: String?
-  /// The queue both belong to.
+  /// The queue of the work waited for.
   public var queue: String
   /// Why the wait could never end.
   public var reason: String
