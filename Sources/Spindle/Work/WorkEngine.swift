@@ -561,26 +561,23 @@ final class WorkEngine: @unchecked Sendable {
     let startedSince = mayHaveStarted.filter { target in
       target.lock.withLock { target.phase.isStarted && target.extras?.options.retry == nil }
     }
-    let refusal: (width: Int, cycle: Bool)? = engine.withState { state in
+    // (Cycles of waits were refused above, by the walk: waits that hold up their work, on any queue.)
+    let refusedWidth: Int? = engine.withState { state in
       let width = state.scheduler.width
       // Work that completed since it was looked at above needs no slot; such a wait is never counted (its completion
       // saw nothing to uncount).
       guard !blocked.hasEnded else { return nil }
       state.blockedWaits.markStarted(startedSince)
-      if state.blockedWaits.closesACycle(entry) { return (width, true) }
-      if state.blockedWaits.stuckCount(adding: entry) >= width { return (width, false) }
+      if state.blockedWaits.stuckCount(adding: entry) >= width { return width }
       if blocked.count(on: engine) { state.blockedWaits.entries.append(entry) }
       return nil
     }
-    if let refusal {
+    if let refusedWidth {
       let reason =
-        refusal.cycle
-        ? "bodies of the queue would wait for each other: the work waits, directly or through other waits, for this"
-          + " body's work"
-        : refusal.width == 1
-          ? "the queue is serial, and the work cannot start before this body ends"
-          : "all \(refusal.width) slots of the queue would be blocked by bodies waiting for work of the queue that"
-            + " still needs a slot to run"
+        refusedWidth == 1
+        ? "the queue is serial, and the work cannot start before this body ends"
+        : "all \(refusedWidth) slots of the queue would be blocked by bodies waiting for work of the queue that"
+          + " still needs a slot to run"
       throw deadlock(reason, engine.name)
     }
   }
@@ -756,8 +753,10 @@ final class BlockedWait: Sendable {
 /// A waiting body is *stuck* when the work it waits for can only run once a slot is free (unstarted, or between
 /// attempts), or is running in a slot whose body is itself stuck, or when the waits form a cycle. Stuck bodies hold
 /// their slots until a slot frees, so once `maxConcurrent` of them are stuck, no slot ever frees: a wait that would
-/// make that many is refused, and so is one that closes a cycle. A body waiting for running work whose body is not
-/// waiting is not stuck: that work ends (and, should it wait later, its own check follows the waits to it).
+/// make that many is refused. (A wait that closes a cycle is refused before it gets here, by
+/// ``AnyWork/mustWait(for:)``, which follows ``BodyWaits`` on every queue.) A body waiting for running work whose
+/// body is not waiting is not stuck: that work ends (and, should it wait later, its own check follows the waits to
+/// it).
 struct BlockedWaits {
   struct Entry {
     /// The `BlockedWait` that removes the entry when the work completes.
@@ -804,22 +803,6 @@ struct BlockedWaits {
   /// The wait of the body running `target`, if that body is waiting.
   private func wait(of target: ObjectIdentifier) -> Entry? {
     entries.first { $0.waiter == target }
-  }
-
-  /// Whether `entry`'s body would wait, through the waits of running bodies, for its own work.
-  ///
-  /// The waits of a target's body are followed whatever `needsSlot` says: work whose body waits is running, though it
-  /// may have needed a slot when a wait for it began (it started since), or may need one again (a retry). Stopping
-  /// there missed cycles: W waits for unstarted T, T starts and waits for X, X waits for W (they hung).
-  func closesACycle(_ entry: Entry) -> Bool {
-    var next = entry
-    // Each body waits at most once at a time: a chain longer than the entries loops without `entry`'s body.
-    for _ in 0...entries.count {
-      guard let wait = wait(of: next.target) else { return false }
-      if wait.target == entry.waiter { return true }
-      next = wait
-    }
-    return false
   }
 
   /// Whether the body of `entry` is stuck (see the type's documentation), among these waits and `extra`.
