@@ -603,15 +603,11 @@ extension AnyWork {
   /// follows, the holder of the key it needs, the work its body waits for), so its cost grows with what this work
   /// still waits for, not with the graph: work that is running and not waiting ends the walk. Each item's lock is
   /// taken alone; each queue's barriers are read once, under its lock; a key's holder under the exclusivity
-  /// registry's, the waits of bodies under ``BodyWaits``'. Nothing on a path to `other` completes while `other`'s body is in the check (except by a
-  /// cancel), so the paths the walk finds stay true.
+  /// registry's lock, the waits of bodies under that of ``BodyWaits``. Nothing on a path to `other` completes while
+  /// `other`'s body is in the check (except by a cancel), so the paths the walk finds stay true.
   final func mustWait(for other: AnyWork) -> WorkPath? {
-    /// What a queue's state says an item waits for: the pending barrier it follows.
-    struct WaitsFor {
-      let engine: WorkEngine
-      var items: [ObjectIdentifier: [(AnyWork, WorkPath)]] = [:]
-    }
-    var queues: [ObjectIdentifier: WaitsFor] = [:]
+    /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for.
+    var queues: [ObjectIdentifier: (engine: WorkEngine, barrierOf: [ObjectIdentifier: AnyWork])] = [:]
     var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
     var next: [(AnyWork, WorkPath)] = [(self, [])]
     var found: [(AnyWork, WorkPath)] = []
@@ -632,17 +628,16 @@ extension AnyWork {
       if let engine {
         let id = ObjectIdentifier(engine)
         if queues[id] == nil {
-          queues[id] = engine.withState { state in
-            var snapshot = WaitsFor(engine: engine)
+          let barrierOf: [ObjectIdentifier: AnyWork] = engine.withState { state in
+            var barrierOf: [ObjectIdentifier: AnyWork] = [:]
             for (barrier, followers) in state.barriers {
-              for follower in followers {
-                snapshot.items[ObjectIdentifier(follower), default: []].append((barrier, .barrier))
-              }
+              for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
             }
-            return snapshot
+            return barrierOf
           }
+          queues[id] = (engine, barrierOf)
         }
-        if let more = queues[id]?.items[ObjectIdentifier(item)] { found += more }
+        if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
       }
       for (work, link) in found {
         if work === other { return path.union(link) }
@@ -763,8 +758,6 @@ struct BlockedWaits {
     let wait: ObjectIdentifier
     /// The waiting body's work.
     let waiter: ObjectIdentifier
-    /// The waiting body's work itself: running (its body is blocked in the wait) until the entry is removed.
-    let waiterWork: AnyWork
     /// The work waited for; held until it completes (its completion removes the entry).
     let targetWork: AnyWork
     /// Whether the work needed a slot (unstarted or between attempts): when the wait began, until it is seen started
@@ -776,7 +769,6 @@ struct BlockedWaits {
     init(wait: ObjectIdentifier, waiter: AnyWork, target: AnyWork, needsSlot: Bool) {
       self.wait = wait
       self.waiter = ObjectIdentifier(waiter)
-      self.waiterWork = waiter
       self.targetWork = target
       self.needsSlot = needsSlot
     }
