@@ -58,9 +58,26 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// ```swift
   /// let page = try await withTimeout(.seconds(1)) { try await fetch.value }   // the fetch keeps running
   /// ```
+  ///
+  /// An `async` body awaiting work is checked like ``wait()``: awaiting its own work, work that can only complete
+  /// after the body's work (a dependent, work behind a barrier or key it holds, work whose body waits for it), or, on
+  /// a queue whose every slot would then be held by bodies waiting for unstarted work of the queue, such work, throws
+  /// ``WorkDeadlockError`` instead of hanging (an `async` body holds its slot while it awaits). Only the body's own
+  /// task is checked: a task it started may outlive the body, and a child task of the body (`async let`, a task
+  /// group) is not told apart from such a task.
+  ///
+  /// ```swift
+  /// let serial = WorkQueue(maxConcurrent: 1)
+  /// let later = serial.add { 2 }
+  /// let first = serial.add(priority: .veryHigh) { () async throws -> Int in try await later.value + 1 }
+  /// // first fails with WorkDeadlockError: `later` cannot start while `first` holds the only slot
+  /// ```
   public final var value: Value {
     get async throws {
       if let result { return try result.get() }
+      if let current = WorkContext.currentWork, WorkEngine.waitHoldsUp(current) {
+        return try await checkedValue()
+      }
       let waiter = OneShotContinuation<Value>()
       return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
@@ -70,6 +87,26 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       } onCancel: {
         waiter.resume(with: .failure(CancellationError()))
       }
+    }
+  }
+
+  /// ``value`` awaited by the body of running work (its `async` body's own task): recorded and checked like
+  /// ``wait()``, so that a wait that could never end throws ``WorkDeadlockError``.
+  private final func checkedValue() async throws -> Value {
+    let blocked = BlockedWait()
+    let waiter = OneShotContinuation<Value>()
+    whenComplete { result in
+      blocked.end()
+      waiter.resume(with: result)
+    }
+    let body = WorkEngine.recordWait(for: self)
+    defer { if let body { BodyWaits.shared.end(body, for: self) } }
+    try WorkEngine.checkWait(for: self, blocked)
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { continuation in waiter.arm(continuation) }
+    } onCancel: {
+      // The body no longer waits: its slot is not blocked by this wait any more.
+      if waiter.resume(with: .failure(CancellationError())) { blocked.end() }
     }
   }
 

@@ -493,11 +493,12 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Whether a wait by code that `WorkContext.currentWork` says runs for `current` holds up the completion of
   /// `current`: the wait of its body itself (a synchronous or callback body on its worker's thread, an `async` body's
-  /// task). Not a task that a body started, which can outlive the work (`WorkContext.currentWork` still names it) or
-  /// wait while a callback's `finish` comes from elsewhere: work that is behind `current` then completes all the same,
-  /// and the wait returns.
+  /// own task: ``AnyWork/isBodyTask``). Not a task that a body started, which can outlive the work
+  /// (`WorkContext.currentWork` still names it) or wait while a callback's `finish` comes from elsewhere: work that is
+  /// behind `current` then completes all the same, and the wait returns. Nor a child task of an `async` body (`async
+  /// let`, a task group), whose waits do hold the body up: such waits are not checked (a miss, never a false refusal).
   static func waitHoldsUp(_ current: AnyWork) -> Bool {
-    (current.isAsync || threadWork.value == Unmanaged.passUnretained(current).toOpaque())
+    (current.isAsync ? current.isBodyTask : threadWork.value == Unmanaged.passUnretained(current).toOpaque())
       && !current.lock.withLock { current.phase.isFinal }
   }
 
@@ -517,14 +518,17 @@ final class WorkEngine: @unchecked Sendable {
     func deadlock(_ reason: String, _ queue: String) -> WorkDeadlockError {
       WorkDeadlockError(work: work.name, waiter: current.name, queue: queue, reason: reason)
     }
+    // Only the body's own wait holds its work up: a task the body started may wait for the work, which completes
+    // without it (a callback's `finish` called from elsewhere, or an `async` body that returns).
+    let holdsUpWaiter = waitHoldsUp(current)
     if current === work {
+      guard holdsUpWaiter else { return }
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
     let (key, started, done, retries, queueName): (String?, Bool, Bool, Bool, String) = work.lock.withLock {
       let options = work.extras?.options
       return (options?.exclusive, work.phase.isStarted, work.phase.isFinal, options?.retry != nil, work.queueNameLocked)
     }
-    let holdsUpWaiter = waitHoldsUp(current)
     // While the key is held here, unfinished work with that key is not running (exclusive work is made running only
     // once it holds its key) and cannot run before the caller ends.
     if !done, holdsUpWaiter, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
@@ -541,7 +545,9 @@ final class WorkEngine: @unchecked Sendable {
         "the work can only complete after this body ends: it is behind this body's work through " + path.description,
         queueName)
     }
-    guard let engine = work.currentEngine, engine === current.currentEngine else { return }
+    // The slots: only a wait that holds up the waiter's work keeps its slot blocked (a callback's asynchronous half
+    // may wait while its `finish` comes from elsewhere, which frees the slot).
+    guard holdsUpWaiter, let engine = work.currentEngine, engine === current.currentEngine else { return }
     if started && done { return }
     // Whether the work still needs a slot: unstarted work does, and so does started work that can give its slot back
     // and need one again (another attempt, a retry). (Exclusive work runs only with its key, which it keeps until it

@@ -161,8 +161,14 @@ public final class WorkQueue: Sendable {
   /// Waits until every work item added to the queue is complete.
   ///
   /// Returns at once if nothing is unfinished. If the awaiting task is cancelled, it stops waiting at once and
-  /// throws `CancellationError`; the work is not cancelled (call ``cancelAll()`` for that).
+  /// throws `CancellationError`; the work is not cancelled (call ``cancelAll()`` for that). Awaited by an `async`
+  /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
   public func allFinished() async throws {
+    if let current = WorkContext.currentWork, current.currentEngine === engine, WorkEngine.waitHoldsUp(current) {
+      throw WorkDeadlockError(
+        work: current.name, waiter: current.name, queue: name,
+        reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")
+    }
     try await engine.allFinished()
   }
 

@@ -1,0 +1,243 @@
+import Dispatch
+import SpindleTestSupport
+import Testing
+
+@testable import Spindle
+
+/// `try await work.value` and `await queue.allFinished()` awaited by an `async` body: the body holds its slot while it
+/// awaits, so an await that could never end throws `WorkDeadlockError` as `Work.wait()` does, and only the body's own
+/// task is checked (a task it started may outlive it). Each of the refused awaits hung before they were checked: the
+/// outcomes are read with a bound, and "hung" fails the test instead of hanging it.
+@Suite("Work: awaits of async bodies", .serialized, .offThePool)
+struct AwaitCheckTests {
+  typealias Box = ReviewSession24Tests.Box
+  typealias Slot = ReviewSession24Tests.Slot
+
+  /// What an await did: "value N", "refused: …" or "error: …".
+  static func outcome(of work: Work<Int>) async -> String {
+    do {
+      return "value \(try await work.value)"
+    } catch let error as WorkDeadlockError {
+      return "refused: \(error)"
+    } catch {
+      return "error: \(error)"
+    }
+  }
+
+  @Test func anAsyncBodyAwaitingItsOwnWorkIsRefused() {
+    let queue = WorkQueue(name: "await.own", maxConcurrent: 2)
+    let me = Box<Work<Int>>()
+    let result = Slot()
+    queue.suspend()
+    me.set(
+      queue.add(name: "A") { () async -> Int in
+        result.set(await Self.outcome(of: me.get))
+        return 1
+      })
+    queue.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("its own work"), "\(outcome)")
+  }
+
+  /// X, on another queue, depends on the awaiting body's work A: it can only run after A ends.
+  @Test func anAsyncBodyAwaitingADependentOfItsWorkIsRefused() async throws {
+    let queue = WorkQueue(name: "await.dependent", maxConcurrent: 2)
+    let other = WorkQueue(name: "await.dependent.other", maxConcurrent: 2)
+    let x = Box<Work<Int>>()
+    let result = Slot()
+    queue.suspend()
+    let a = queue.add(name: "A") { () async -> Int in
+      result.set(await Self.outcome(of: x.get))
+      return 1
+    }
+    x.set(other.add(name: "X", after: a) { $0 + 1 })
+    queue.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("dependencies"), "\(outcome)")
+    #expect(try await x.get.value == 2)
+  }
+
+  /// Width 1: `later` was added first, but A (higher priority) runs first and awaits it while holding the only slot.
+  @Test func anAsyncBodyOfASerialQueueAwaitingUnstartedWorkOfItsQueueIsRefused() async throws {
+    let queue = WorkQueue(name: "await.serial", maxConcurrent: 1)
+    let result = Slot()
+    queue.suspend()
+    let later = queue.add(name: "L", priority: .veryLow) { 2 }
+    _ = queue.add(name: "A", priority: .veryHigh) { () async -> Int in
+      result.set(await Self.outcome(of: later))
+      return 1
+    }
+    queue.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("serial"), "\(outcome)")
+    #expect(try await later.value == 2)
+  }
+
+  /// Width 2: A awaits B, which runs in the other slot and ends by itself: allowed, and the value arrives.
+  @Test func anAsyncBodyAwaitingRunningWorkOfItsQueueGetsTheValue() async throws {
+    let queue = WorkQueue(name: "await.running", maxConcurrent: 2)
+    let gate = SpindleTestSupport.Gate()
+    let result = Slot()
+    let b = queue.add(name: "B") { () -> Int in
+      gate.wait(seconds: 10)
+      return 2
+    }
+    #expect(await eventually(within: 5) { b.state == .running })
+    _ = queue.add(name: "A") { () async -> Int in
+      result.set(await Self.outcome(of: b))
+      return 1
+    }
+    #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
+    gate.open()
+    #expect(result.await() == "value 2")
+    try await queue.allFinished()
+    #expect(ReviewSession23Tests.blockedWaits(queue) == 0)
+  }
+
+  /// A sync body on one queue waits for an async body on another, which awaits the first: whichever waits second is
+  /// refused (here the sync body: A's await is recorded first), and both then end.
+  @Test func aCycleOfASyncWaitAndAnAsyncAwaitAcrossQueuesIsRefused() async throws {
+    let first = WorkQueue(name: "await.cycle.1", maxConcurrent: 2)
+    let second = WorkQueue(name: "await.cycle.2", maxConcurrent: 2)
+    let sGate = SpindleTestSupport.Gate()
+    let awaiting = SpindleTestSupport.Gate()
+    let s = Box<Work<Int>>()
+    let a = Box<Work<Int>>()
+    let sResult = Slot()
+    let aResult = Slot()
+    first.suspend()
+    second.suspend()
+    s.set(
+      first.add(name: "S") { () -> Int in
+        sGate.wait(seconds: 10)
+        sResult.set(ReviewSession24Tests.outcome(of: a.get))
+        return 1
+      })
+    a.set(
+      second.add(name: "A") { () async -> Int in
+        awaiting.open()
+        aResult.set(await Self.outcome(of: s.get))
+        return 2
+      })
+    first.resume()
+    second.resume()
+    #expect(awaiting.wait(seconds: 5))
+    // A's await is recorded before it suspends; give it the moment between the gate and the record.
+    #expect(await eventually(within: 5) { a.get.state == .running && Self.isRecorded(a.get, waitingFor: s.get) })
+    sGate.open()
+    let sOutcome = sResult.await() ?? "hung"
+    #expect(sOutcome.hasPrefix("refused:") && sOutcome.contains("each other"), "\(sOutcome)")
+    #expect(aResult.await() == "value 1")
+  }
+
+  /// A task that an `async` body started awaits the body's own work and a dependent of it while the body runs: the body
+  /// returns without awaiting the task, so both awaits end. Not refused: only the body's own task is checked.
+  @Test func aTaskAnAsyncBodyStartedMayAwaitItsWorkAndItsDependents() async throws {
+    let queue = WorkQueue(name: "await.task", maxConcurrent: 2)
+    let other = WorkQueue(name: "await.task.other", maxConcurrent: 2)
+    let me = Box<Work<Int>>()
+    let x = Box<Work<Int>>()
+    let own = Slot()
+    let dependent = Slot()
+    let started = SpindleTestSupport.Gate()
+    queue.suspend()
+    me.set(
+      queue.add(name: "A") { () async -> Int in
+        Task {
+          started.open()
+          async let ownOutcome = Self.outcome(of: me.get)
+          async let dependentOutcome = Self.outcome(of: x.get)
+          own.set(await ownOutcome)
+          dependent.set(await dependentOutcome)
+        }
+        // The task's awaits begin while the body still runs.
+        _ = started.wait(seconds: 10)
+        try? await Task.sleep(for: .milliseconds(100))
+        return 1
+      })
+    x.set(other.add(name: "X", after: me.get) { $0 + 1 })
+    queue.resume()
+    #expect(own.await() == "value 1")
+    #expect(dependent.await() == "value 2")
+  }
+
+  /// Width 2. A awaits U, which needs a slot (it waits for a gated dependency): one stuck body of two, allowed. A is
+  /// cancelled: its await throws `CancellationError` at once and A ends, and its wait must no longer count: B's wait
+  /// for U2 (unstarted too) is then the only stuck one and is allowed. Counted still, it was refused as the second.
+  @Test func anAwaitEndedByCancellationNoLongerCountsAgainstTheSlots() async throws {
+    let queue = WorkQueue(name: "await.cancelled", maxConcurrent: 2)
+    let other = WorkQueue(name: "await.cancelled.other", maxConcurrent: 1)
+    let gate = SpindleTestSupport.Gate()
+    let g = other.add(name: "G") { () -> Int in
+      gate.wait(seconds: 10)
+      return 0
+    }
+    let u = queue.add(name: "U", after: g) { $0 + 1 }
+    let u2 = queue.add(name: "U2", after: g) { $0 + 2 }
+    let aResult = Slot()
+    let a = queue.add(name: "A") { () async -> Int in
+      aResult.set(await Self.outcome(of: u))
+      return 1
+    }
+    #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
+    a.cancel()
+    let aOutcome = aResult.await() ?? "hung"
+    #expect(aOutcome.hasPrefix("error:") && aOutcome.contains("Cancellation"), "\(aOutcome)")
+    #expect(await eventually(within: 5) { a.state.isFinal })
+    #expect(ReviewSession23Tests.blockedWaits(queue) == 0)
+    let bResult = Slot()
+    _ = queue.add(name: "B") { () -> Int in
+      DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
+      bResult.set(ReviewSession24Tests.outcome(of: u2))
+      return 3
+    }
+    #expect(bResult.await() == "value 2")
+    #expect(try await u.value == 1)
+  }
+
+  /// `allFinished()` awaited by an `async` body of the same queue would wait for that body: refused at once. Awaited
+  /// by a task the body started, or by a body of another queue, it returns once the queue is done.
+  @Test func allFinishedAwaitedByAnAsyncBodyOfTheSameQueueIsRefused() async throws {
+    let queue = WorkQueue(name: "await.all", maxConcurrent: 2)
+    let other = WorkQueue(name: "await.all.other", maxConcurrent: 2)
+    let own = Slot()
+    let fromTask = Slot()
+    let fromOther = Slot()
+    @Sendable func outcome(_ queue: WorkQueue) async -> String {
+      do {
+        try await queue.allFinished()
+        return "finished"
+      } catch let error as WorkDeadlockError {
+        return "refused: \(error)"
+      } catch {
+        return "error: \(error)"
+      }
+    }
+    let started = SpindleTestSupport.Gate()
+    _ = queue.add(name: "A") { () async -> Int in
+      own.set(await outcome(queue))
+      Task {
+        started.open()
+        fromTask.set(await outcome(queue))
+      }
+      // The task's await begins while the body still runs.
+      _ = started.wait(seconds: 10)
+      try? await Task.sleep(for: .milliseconds(100))
+      return 1
+    }
+    _ = other.add(name: "O") { () async -> Int in
+      fromOther.set(await outcome(queue))
+      return 2
+    }
+    let ownOutcome = own.await() ?? "hung"
+    #expect(ownOutcome.hasPrefix("refused:") && ownOutcome.contains("allFinished()"), "\(ownOutcome)")
+    #expect(fromTask.await() == "finished")
+    #expect(fromOther.await() == "finished")
+  }
+
+  static func isRecorded(_ waiter: AnyWork, waitingFor target: AnyWork) -> Bool {
+    var found = false
+    BodyWaits.shared.forEachTarget(of: waiter) { if $0 === target { found = true } }
+    return found
+  }
+}
