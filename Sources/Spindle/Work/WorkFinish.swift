@@ -141,7 +141,8 @@ public struct WorkFinishDroppedError: Error, CustomStringConvertible, Sendable {
 
 /// The error of a wait that could never end.
 ///
-/// ``Work/wait()`` throws it instead of blocking forever, for example when a body of a serial queue waits for
+/// ``Work/wait()`` throws it instead of blocking forever (and so do ``Work/value`` and ``WorkQueue/allFinished()``
+/// awaited by an `async` body, which holds its slot while it awaits), for example when a body of a serial queue waits for
 /// work of the same queue that has not started yet, or for work that depends on the body's own work, or when
 /// bodies, on one queue or several, would wait for each other. ``reason`` says which.
 ///
