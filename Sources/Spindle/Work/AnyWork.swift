@@ -141,12 +141,6 @@ public class AnyWork: @unchecked Sendable {
   public let name: String?
   // lock
   @exclusivity(unchecked) var runningTask: Task<Void, Never>?
-  // Which task runs an `async` body now: the hash of its `UnsafeCurrentTask`, stored by that task before the body
-  // starts and cleared (0) before the task ends; 0 otherwise. What tells the body's own task from a task it started
-  // (both see the work in `WorkContext.currentWork`): see `isBodyTask`. Atomic: a later attempt's task writes it while
-  // a task an earlier attempt started may read it. (A task's name told them apart too, but naming each body's task
-  // cost about 890 instructions per `async` item under callgrind, against about 80 for this hash.)
-  let bodyTask = Atomic<Int>(0)
   // lock: how a callback body that called `finish` before returning ended (the worker completes it)
   @exclusivity(unchecked) var inlineTermination: Termination?
 
@@ -575,13 +569,26 @@ public class AnyWork: @unchecked Sendable {
     }
   }
 
-  /// Whether the caller runs in the task of this work's `async` body itself (``bodyTask``): not in a task the body
-  /// started (an unstructured task inherits the body's `WorkContext`, and may outlive it), nor in a child task of the
-  /// body (`async let`, a task group), which is not told apart here. Compares hashes of the tasks' identities: two
-  /// tasks alive at once share one with a chance of about 2⁻⁶⁴.
+  /// Whether the caller runs in the task of this work's `async` body itself (``runningTask``): not in a task the
+  /// body started (an unstructured task inherits the body's `WorkContext`, and may outlive it), nor in a child task of
+  /// the body (`async let`, a task group), which is not told apart here.
+  ///
+  /// Compares the hash of the calling task with that of the body's `Task` handle: both hash the task's identity (a
+  /// test holds the standard library to it), and two tasks alive at once share a hash with a chance of about 2⁻⁶⁴.
+  /// Asked at no cost to the body: storing the body task's own identity when it starts (through
+  /// `withUnsafeCurrentTask`) cost every `async` item about 550 instructions (5 %) under callgrind. The worker that
+  /// started the body's task stores the handle a moment after creating it; a body asking before that waits for it.
   final var isBodyTask: Bool {
-    let body = bodyTask.load(ordering: .relaxed)
-    return body != 0 && withUnsafeCurrentTask { $0?.hashValue == body }
+    guard let caller = withUnsafeCurrentTask(body: { $0?.hashValue }) else { return false }
+    while true {
+      let (task, starting): (Task<Void, Never>?, Bool) = lock.withLock {
+        guard case .running = phase else { return (nil, false) }
+        return (runningTask, runningTask == nil)
+      }
+      if let task { return task.hashValue == caller }
+      if !starting { return false }
+      Platform.yieldThread()
+    }
   }
 
   /// Starts the task of an `async` body (see ``run(_:trace:priority:cell:spareToken:)``).
@@ -597,9 +604,7 @@ public class AnyWork: @unchecked Sendable {
   ) {
     let task = Task(priority: priority()) { [self] in
       trace?.recordStart(self)
-      bodyTask.store(withUnsafeCurrentTask { $0?.hashValue ?? 0 }, ordering: .relaxed)
       let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
-      bodyTask.store(0, ordering: .relaxed)
       finishDetached(termination)
     }
     let cancelNow: Bool = lock.withLock {

@@ -93,20 +93,26 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// ``value`` awaited by the body of running work (its `async` body's own task): recorded and checked like
   /// ``wait()``, so that a wait that could never end throws ``WorkDeadlockError``.
   private final func checkedValue() async throws -> Value {
+    // A cancelled task's await ends at once, unchecked (as an unchecked one does): it never hangs.
+    try Task.checkCancellation()
     let blocked = BlockedWait()
     let waiter = OneShotContinuation<Value>()
     whenComplete { result in
       blocked.end()
       waiter.resume(with: result)
     }
-    let body = WorkEngine.recordWait(for: self)
-    defer { if let body { BodyWaits.shared.end(body, for: self) } }
+    let record = WorkEngine.recordWait(for: self)
+    defer { record?.end() }
     try WorkEngine.checkWait(for: self, blocked)
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in waiter.arm(continuation) }
     } onCancel: {
-      // The body no longer waits: its slot is not blocked by this wait any more.
-      if waiter.resume(with: .failure(CancellationError())) { blocked.end() }
+      // The body no longer waits: its slot is not blocked by this wait any more, and the walk must not follow it
+      // (the task may run again only much later).
+      if waiter.resume(with: .failure(CancellationError())) {
+        blocked.end()
+        record?.end()
+      }
     }
   }
 
@@ -143,8 +149,8 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       done.signal()
     }
     // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
-    let waiter = WorkEngine.recordWait(for: self)
-    defer { if let waiter { BodyWaits.shared.end(waiter, for: self) } }
+    let record = WorkEngine.recordWait(for: self)
+    defer { record?.end() }
     try WorkEngine.checkWait(for: self, blocked)
     done.wait()
     return try result!.get()

@@ -503,12 +503,12 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// Records in ``BodyWaits`` that the current body waits for `work`, if it is a body's wait that holds up its work
-  /// (``waitHoldsUp(_:)``); returns the body's work, for ``BodyWaits/end(_:for:)`` when the wait is over. Call before
-  /// ``checkWait(for:_:)``.
-  static func recordWait(for work: AnyWork) -> AnyWork? {
+  /// (``waitHoldsUp(_:)``); returns the record, to end (``BodyWaitRecord/end()``) as soon as the wait is over. Call
+  /// before ``checkWait(for:_:)``.
+  static func recordWait(for work: AnyWork) -> BodyWaitRecord? {
     guard let current = WorkContext.currentWork, current !== work, waitHoldsUp(current) else { return nil }
     BodyWaits.shared.begin(current, for: work)
-    return current
+    return BodyWaitRecord(waiter: current, target: work)
   }
 
   /// Checks that a body may block waiting for `work`, and counts the wait in the blocked-wait count of `work`'s engine
@@ -540,6 +540,9 @@ final class WorkEngine: @unchecked Sendable {
         throw deadlock(
           "bodies would wait for each other: the work waits, directly or through other waits, for this body's work",
           queueName)
+      }
+      if path == .slots, let engine = work.currentEngine, engine === current.currentEngine {
+        throw deadlock(Self.slotsReason(width: engine.withState { $0.scheduler.width }), engine.name)
       }
       throw deadlock(
         "the work can only complete after this body ends: it is behind this body's work through " + path.description,
@@ -579,13 +582,16 @@ final class WorkEngine: @unchecked Sendable {
       return nil
     }
     if let refusedWidth {
-      let reason =
-        refusedWidth == 1
-        ? "the queue is serial, and the work cannot start before this body ends"
-        : "all \(refusedWidth) slots of the queue would be blocked by bodies waiting for work of the queue that"
-          + " still needs a slot to run"
-      throw deadlock(reason, engine.name)
+      throw deadlock(slotsReason(width: refusedWidth), engine.name)
     }
+  }
+
+  /// Why a body's wait for unstarted work of its own queue is refused, when every slot would be blocked.
+  private static func slotsReason(width: Int) -> String {
+    width == 1
+      ? "the queue is serial, and the work cannot start before this body ends"
+      : "all \(width) slots of the queue would be blocked by bodies waiting for work of the queue that"
+        + " still needs a slot to run"
   }
 
   func endBlockedWait(_ wait: BlockedWait) {
@@ -611,21 +617,28 @@ extension AnyWork {
   /// taken alone; each queue's barriers are read once, under its lock; a key's holder under the exclusivity
   /// registry's lock, the waits of bodies under that of ``BodyWaits``. Nothing on a path to `other` completes while
   /// `other`'s body is in the check (except by a cancel), so the paths the walk finds stay true.
-  final func mustWait(for other: AnyWork) -> WorkPath? {
-    /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for.
-    var queues: [ObjectIdentifier: (engine: WorkEngine, barrierOf: [ObjectIdentifier: AnyWork])] = [:]
+  ///
+  /// Unstarted work also needs a slot of its queue: when the body in every slot of that queue waits for work that must
+  /// wait for `other` (or is `other`'s), it can never start (``slotsAreHeld(on:behind:evaluating:)``). `evaluating`
+  /// holds the queues whose slots are being looked at by the walks that led here: a queue met again counts as having
+  /// a slot that frees (a miss at worst, never a false refusal).
+  final func mustWait(for other: AnyWork, evaluating: Set<ObjectIdentifier> = []) -> WorkPath? {
+    /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for, and
+    /// whether its slots are all held by bodies behind `other` (looked at once, when unstarted work of it is met).
+    var queues: [ObjectIdentifier: (engine: WorkEngine, barrierOf: [ObjectIdentifier: AnyWork], held: Bool?)] = [:]
     var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
     var next: [(AnyWork, WorkPath)] = [(self, [])]
     var found: [(AnyWork, WorkPath)] = []
     while let (item, path) = next.popLast() {
       found.removeAll(keepingCapacity: true)
-      let (engine, key): (WorkEngine?, String?) = item.lock.withLock {
-        guard !item.phase.isFinal else { return (nil, nil) }
-        if !item.phase.isStarted {
+      let (engine, key, unstarted): (WorkEngine?, String?, Bool) = item.lock.withLock {
+        guard !item.phase.isFinal else { return (nil, nil, false) }
+        let unstarted = !item.phase.isStarted
+        if unstarted {
           for dependency in item.dependencyArrayLocked() { found.append((dependency, .dependency)) }
         }
         let key = item.extras.flatMap { $0.holdsKey ? nil : $0.options.exclusive }
-        return (item.engine?.takeUnretainedValue(), key)
+        return (item.engine?.takeUnretainedValue(), key, unstarted)
       }
       if let key, let holder = ExclusivityRegistry.shared.holder(of: key), holder !== item {
         found.append((holder, .key))
@@ -641,9 +654,19 @@ extension AnyWork {
             }
             return barrierOf
           }
-          queues[id] = (engine, barrierOf)
+          queues[id] = (engine, barrierOf, nil)
         }
         if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
+        if unstarted && !evaluating.contains(id) {
+          let held: Bool
+          if let known = queues[id]?.held {
+            held = known
+          } else {
+            held = Self.slotsAreHeld(on: engine, behind: other, evaluating: evaluating.union([id]))
+            queues[id]?.held = held
+          }
+          if held { return path.union(.slots) }
+        }
       }
       for (work, link) in found {
         if work === other { return path.union(link) }
@@ -651,6 +674,25 @@ extension AnyWork {
       }
     }
     return nil
+  }
+
+  /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body waiting
+  /// (``BodyWaits``) for work that must wait for `other` (``mustWait(for:evaluating:)``), or `other`'s own body. Unstarted
+  /// work of `engine` then never gets a slot. A body that does not wait, or waits for anything else, ends and frees its
+  /// slot; so does a body blocked in a way the engine does not see (a semaphore): it counts as ending.
+  static func slotsAreHeld(on engine: WorkEngine, behind other: AnyWork, evaluating: Set<ObjectIdentifier>) -> Bool {
+    let width = engine.withState { $0.scheduler.width }
+    var held = 0
+    for (waiter, targets) in BodyWaits.shared.snapshot() where waiter.currentEngine === engine {
+      let behind =
+        waiter === other
+        || targets.contains { $0 === other || $0.mustWait(for: other, evaluating: evaluating) != nil }
+      if behind {
+        held += 1
+        if held >= width { return true }
+      }
+    }
+    return false
   }
 }
 
@@ -665,22 +707,22 @@ extension AnyWork {
 final class BodyWaits: Sendable {
   static let shared = BodyWaits()
 
-  /// Per waiting work, what its bodies wait for (one at a time per body; a list in case a body's work is also
-  /// current on another thread, through a task that inherited it).
-  private let waits = Locked<[ObjectIdentifier: [AnyWork]]>([:])
+  /// Per waiting work (kept alive while it waits), what its bodies wait for (one at a time per body; a list in case a
+  /// body's work is also current on another thread, through a task that inherited it).
+  private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [AnyWork])]>([:])
 
   /// Records that `waiter`'s body waits for `target`.
   func begin(_ waiter: AnyWork, for target: AnyWork) {
-    waits.withLock { $0[ObjectIdentifier(waiter), default: []].append(target) }
+    waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append(target) }
   }
 
-  /// Removes one record of `waiter`'s body waiting for `target` (the targets are released after the lock).
+  /// Removes one record of `waiter`'s body waiting for `target` (the works are released after the lock).
   func end(_ waiter: AnyWork, for target: AnyWork) {
-    let removed: [AnyWork]? = waits.withLock { waits in
+    let removed: (waiter: AnyWork, targets: [AnyWork])? = waits.withLock { waits in
       let id = ObjectIdentifier(waiter)
-      guard var targets = waits[id], let index = targets.firstIndex(where: { $0 === target }) else { return nil }
-      targets.remove(at: index)
-      if targets.isEmpty { return waits.removeValue(forKey: id) } else { waits[id] = targets }
+      guard var entry = waits[id], let index = entry.targets.firstIndex(where: { $0 === target }) else { return nil }
+      entry.targets.remove(at: index)
+      if entry.targets.isEmpty { return waits.removeValue(forKey: id) } else { waits[id] = entry }
       return nil
     }
     _ = consume removed
@@ -689,9 +731,34 @@ final class BodyWaits: Sendable {
   /// Calls `body` with each work that `waiter`'s bodies wait for (under this registry's lock: `body` takes no lock).
   func forEachTarget(of waiter: AnyWork, _ body: (AnyWork) -> Void) {
     waits.withLock { waits in
-      guard let targets = waits[ObjectIdentifier(waiter)] else { return }
+      guard let targets = waits[ObjectIdentifier(waiter)]?.targets else { return }
       for target in targets { body(target) }
     }
+  }
+
+  /// Every waiting work with what its bodies wait for, as they are now.
+  func snapshot() -> [(waiter: AnyWork, targets: [AnyWork])] {
+    waits.withLock { Array($0.values) }
+  }
+}
+
+/// One record of ``BodyWaits`` (a body's wait for some work), ended once by whichever ends the wait first: an
+/// `await` ended by its task's cancellation ends it in the cancellation handler, not when the task runs again (until
+/// then the walk followed a wait that was over, and refused waits for the body's work that would have returned).
+final class BodyWaitRecord: Sendable {
+  let waiter: AnyWork
+  let target: AnyWork
+  private let ended = Atomic<Bool>(false)
+
+  init(waiter: AnyWork, target: AnyWork) {
+    self.waiter = waiter
+    self.target = target
+  }
+
+  /// Removes the record from ``BodyWaits`` (only the first call does).
+  func end() {
+    guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    BodyWaits.shared.end(waiter, for: target)
   }
 }
 
@@ -706,6 +773,8 @@ struct WorkPath: OptionSet, CustomStringConvertible {
   static let key = WorkPath(rawValue: 4)
   /// A body waiting in `Work.wait()` is behind the work it waits for.
   static let waits = WorkPath(rawValue: 8)
+  /// Unstarted work is behind the bodies that hold every slot of its queue.
+  static let slots = WorkPath(rawValue: 16)
 
   var description: String {
     var parts: [String] = []
@@ -713,6 +782,7 @@ struct WorkPath: OptionSet, CustomStringConvertible {
     if contains(.barrier) { parts.append("a barrier added after it") }
     if contains(.key) { parts.append("the line of an exclusivity key it holds") }
     if contains(.waits) { parts.append("bodies waiting for other work") }
+    if contains(.slots) { parts.append("the slots of a queue whose every body waits behind this body's work") }
     return parts.joined(separator: ", ")
   }
 }

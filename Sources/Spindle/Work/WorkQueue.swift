@@ -165,6 +165,8 @@ public final class WorkQueue: Sendable {
   /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
   public func allFinished() async throws {
     if let current = WorkContext.currentWork, current.currentEngine === engine, WorkEngine.waitHoldsUp(current) {
+      // A cancelled task's await ends at once (as below): it never hangs.
+      try Task.checkCancellation()
       throw WorkDeadlockError(
         work: current.name, waiter: current.name, queue: name,
         reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")

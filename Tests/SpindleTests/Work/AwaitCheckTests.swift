@@ -24,6 +24,20 @@ struct AwaitCheckTests {
     }
   }
 
+  /// What `AnyWork.isBodyTask` stands on: a `Task` handle hashes like the `UnsafeCurrentTask` of its own task, and not
+  /// like another task's. Should the standard library change that, every `async` body's awaits would go unchecked (no
+  /// false refusal); this test says so first.
+  @Test func aTaskHandleHashesLikeItsOwnCurrentTask() async {
+    let inside = Locked<[Int]>([])
+    let tasks = (0..<8).map { _ in
+      Task { withUnsafeCurrentTask { task in inside.withLock { $0.append(task?.hashValue ?? 0) } } }
+    }
+    for task in tasks { await task.value }
+    let handles = Set(tasks.map(\.hashValue))
+    #expect(handles.count == tasks.count)
+    #expect(Set(inside.withLock { $0 }) == handles)
+  }
+
   @Test func anAsyncBodyAwaitingItsOwnWorkIsRefused() {
     let queue = WorkQueue(name: "await.own", maxConcurrent: 2)
     let me = Box<Work<Int>>()
@@ -233,6 +247,105 @@ struct AwaitCheckTests {
     #expect(ownOutcome.hasPrefix("refused:") && ownOutcome.contains("allFinished()"), "\(ownOutcome)")
     #expect(fromTask.await() == "finished")
     #expect(fromOther.await() == "finished")
+  }
+
+  // MARK: - The slots of another queue
+
+  /// Q2 has one slot, held by B, which waits for W on Q1; W's body then waits for X, unstarted on Q2. X can only start
+  /// once B ends, and B only once W does: W's wait is refused (it hung: waits for work of another queue were not
+  /// counted against that queue's slots). In the other order (W waits for X first, while B runs without waiting),
+  /// B's wait for W is the one refused. Either way both end afterwards.
+  @Test(arguments: [false, true])
+  func aWaitForUnstartedWorkOfAQueueWhoseSlotsWaitForTheWaiterIsRefused(bodyWaitsFirst: Bool) throws {
+    let first = WorkQueue(name: "slots.q1.\(bodyWaitsFirst)", maxConcurrent: 2)
+    let second = WorkQueue(name: "slots.q2.\(bodyWaitsFirst)", maxConcurrent: 1)
+    let wGate = SpindleTestSupport.Gate()
+    let bGate = SpindleTestSupport.Gate()
+    let w = Box<Work<Int>>()
+    let x = Box<Work<Int>>()
+    let wResult = Slot()
+    let bResult = Slot()
+    first.suspend()
+    second.suspend()
+    w.set(
+      first.add(name: "W") { () -> Int in
+        wGate.wait(seconds: 10)
+        wResult.set(ReviewSession24Tests.outcome(of: x.get))
+        return 1
+      })
+    let b = second.add(name: "B", priority: .veryHigh) { () -> Int in
+      bGate.wait(seconds: 10)
+      bResult.set(ReviewSession24Tests.outcome(of: w.get))
+      return 2
+    }
+    x.set(second.add(name: "X") { 3 })
+    first.resume()
+    second.resume()
+    #expect(eventually(within: 5) { w.get.state == .running && b.state == .running })
+    if bodyWaitsFirst {
+      bGate.open()
+      #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w.get) })
+      wGate.open()
+      let outcome = wResult.await() ?? "hung"
+      #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
+      #expect(bResult.await() == "value 1")
+    } else {
+      wGate.open()
+      #expect(eventually(within: 5) { Self.isRecorded(w.get, waitingFor: x.get) })
+      bGate.open()
+      let outcome = bResult.await() ?? "hung"
+      #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
+      #expect(wResult.await() == "value 3")
+    }
+    #expect(eventually(within: 10) { (try? x.get.result?.get()) == 3 })
+  }
+
+  /// As above, but Q2 has a second slot: held by C, which does not wait (it ends a moment later), or free. X gets
+  /// that slot once C ends (or at once): W's wait returns, then B's.
+  @Test(arguments: [false, true])
+  func aWaitForUnstartedWorkOfAQueueWithASlotThatFreesIsAllowed(secondSlotBusy: Bool) throws {
+    let first = WorkQueue(name: "slots.free.q1.\(secondSlotBusy)", maxConcurrent: 2)
+    let second = WorkQueue(name: "slots.free.q2.\(secondSlotBusy)", maxConcurrent: 2)
+    let wGate = SpindleTestSupport.Gate()
+    let cGate = SpindleTestSupport.Gate()
+    let xGate = SpindleTestSupport.Gate()
+    let w = Box<Work<Int>>()
+    let x = Box<Work<Int>>()
+    let wResult = Slot()
+    let bResult = Slot()
+    first.suspend()
+    second.suspend()
+    w.set(
+      first.add(name: "W") { () -> Int in
+        wGate.wait(seconds: 10)
+        wResult.set(ReviewSession24Tests.outcome(of: x.get))
+        return 1
+      })
+    let b = second.add(name: "B", priority: .veryHigh) { () -> Int in
+      bResult.set(ReviewSession24Tests.outcome(of: w.get))
+      return 2
+    }
+    if secondSlotBusy {
+      _ = second.add(name: "C", priority: .high) { () -> Int in
+        cGate.wait(seconds: 10)
+        return 4
+      }
+    }
+    // X stays unstarted until its dependency G ends.
+    let g = first.add(name: "G") { () -> Int in
+      xGate.wait(seconds: 10)
+      return 0
+    }
+    x.set(second.add(name: "X", after: g) { $0 + 3 })
+    first.resume()
+    second.resume()
+    #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w.get) })
+    wGate.open()
+    #expect(eventually(within: 5) { Self.isRecorded(w.get, waitingFor: x.get) })
+    xGate.open()
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { cGate.open() }
+    #expect(wResult.await() == "value 3")
+    #expect(bResult.await() == "value 1")
   }
 
   static func isRecorded(_ waiter: AnyWork, waitingFor target: AnyWork) -> Bool {
