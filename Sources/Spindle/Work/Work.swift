@@ -126,7 +126,8 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// key, counts as unstarted), a body holding an exclusivity key waiting for work that needs the same key, or a body
   /// waiting for work that can only complete after the body's own work: work that depends on it (directly or through
   /// other work, on any queue), work added after a barrier that waits for it, work in the line of a key it holds, work
-  /// whose body waits for it (on any queue: bodies of two queues waiting for each other are refused) — and so on.
+  /// whose body waits for it (on any queue: bodies of two queues waiting for each other are refused), unstarted work of
+  /// a queue whose every slot is held by a body waiting for work behind the waiter — and so on.
   /// The check walks back from the awaited work along what it still waits
   /// for, so its cost grows with that (running work that does not wait ends the walk). Waits for work of another
   /// queue are not counted against the slots.
