@@ -95,15 +95,9 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   private final func checkedValue() async throws -> Value {
     // A cancelled task's await ends at once, unchecked (as an unchecked one does): it never hangs.
     try Task.checkCancellation()
-    let blocked = BlockedWait()
     let waiter = OneShotContinuation<Value>()
-    whenComplete { result in
-      blocked.end()
-      waiter.resume(with: result)
-    }
-    let record = WorkEngine.recordWait(for: self)
+    let (blocked, record) = try beginCheckedWait { waiter.resume(with: $0) }
     defer { record?.end() }
-    try WorkEngine.checkWait(for: self, blocked)
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { continuation in waiter.arm(continuation) }
     } onCancel: {
@@ -129,8 +123,8 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// whose body waits for it (on any queue: bodies of two queues waiting for each other are refused), unstarted work of
   /// a queue whose every slot is held by a body waiting for work behind the waiter — and so on.
   /// The check walks back from the awaited work along what it still waits
-  /// for, so its cost grows with that (running work that does not wait ends the walk). Waits for work of another
-  /// queue are not counted against the slots.
+  /// for, so its cost grows with that (running work that does not wait ends the walk). A wait for work of another
+  /// queue does not count against the slots of the waiter's queue.
   /// In `async` code use ``value``.
   ///
   /// It returns as soon as the work has completed, which can be a moment before its queue has retired it: the
@@ -141,20 +135,35 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   public final func wait() throws -> Value {
     if let result { return try result.get() }
     let done = DispatchSemaphore(value: 0)
-    // The wait stops counting as blocked when the work completes, not when this thread wakes: the worker that
-    // completed it may start its next body (which may wait too) before this thread runs again. Registered before the
+    let (_, record) = try beginCheckedWait { _ in done.signal() }
+    defer { record?.end() }
+    done.wait()
+    return try result!.get()
+  }
+
+  /// Begins a wait for this work by the calling code (a body's, or any other): calls `completed` with the outcome once
+  /// the work completes, and, for a body's wait, records it (``BodyWaits``) and checks it (``WorkEngine/checkWait(for:_:)``),
+  /// throwing when it could never end. Returns the wait's slot count entry and its record, to end when the wait is over.
+  private final func beginCheckedWait(
+    _ completed: @escaping @Sendable (Result<Value, any Error>) -> Void
+  ) throws(WorkDeadlockError) -> (BlockedWait, BodyWaitRecord?) {
+    // The wait stops counting as blocked when the work completes, not when the waiter wakes: the worker that
+    // completed it may start its next body (which may wait too) before the waiter runs again. Registered before the
     // check, so that work completing between the check and here is seen (see `BlockedWait`).
     let blocked = BlockedWait()
-    whenComplete { _ in
+    whenComplete { result in
       blocked.end()
-      done.signal()
+      completed(result)
     }
     // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
     let record = WorkEngine.recordWait(for: self)
-    defer { record?.end() }
-    try WorkEngine.checkWait(for: self, blocked)
-    done.wait()
-    return try result!.get()
+    do {
+      try WorkEngine.checkWait(for: self, blocked)
+    } catch {
+      record?.end()
+      throw error
+    }
+    return (blocked, record)
   }
 
   /// Calls `handler` with the outcome on `queue` once the work is complete.
