@@ -251,6 +251,25 @@ struct AwaitCheckTests {
 
   // MARK: - The slots of another queue
 
+  /// Adds W to `first`, whose body (once `wGate` opens) waits for `x`, and B to `second` (first in line), whose body
+  /// (once `bGate` opens, if given) waits for W; each body records its outcome.
+  static func addWaitingPair(
+    first: WorkQueue, second: WorkQueue, wGate: SpindleTestSupport.Gate, bGate: SpindleTestSupport.Gate?,
+    x: Box<Work<Int>>, wResult: Slot, bResult: Slot
+  ) -> (w: Work<Int>, b: Work<Int>) {
+    let w = first.add(name: "W") { () -> Int in
+      wGate.wait(seconds: 10)
+      wResult.set(ReviewSession24Tests.outcome(of: x.get))
+      return 1
+    }
+    let b = second.add(name: "B", priority: .veryHigh) { () -> Int in
+      bGate?.wait(seconds: 10)
+      bResult.set(ReviewSession24Tests.outcome(of: w))
+      return 2
+    }
+    return (w, b)
+  }
+
   /// Q2 has one slot, held by B, which waits for W on Q1; W's body then waits for X, unstarted on Q2. X can only start
   /// once B ends, and B only once W does: W's wait is refused (it hung: waits for work of another queue were not
   /// counted against that queue's slots). In the other order (W waits for X first, while B runs without waiting),
@@ -261,37 +280,27 @@ struct AwaitCheckTests {
     let second = WorkQueue(name: "slots.q2.\(bodyWaitsFirst)", maxConcurrent: 1)
     let wGate = SpindleTestSupport.Gate()
     let bGate = SpindleTestSupport.Gate()
-    let w = Box<Work<Int>>()
     let x = Box<Work<Int>>()
     let wResult = Slot()
     let bResult = Slot()
     first.suspend()
     second.suspend()
-    w.set(
-      first.add(name: "W") { () -> Int in
-        wGate.wait(seconds: 10)
-        wResult.set(ReviewSession24Tests.outcome(of: x.get))
-        return 1
-      })
-    let b = second.add(name: "B", priority: .veryHigh) { () -> Int in
-      bGate.wait(seconds: 10)
-      bResult.set(ReviewSession24Tests.outcome(of: w.get))
-      return 2
-    }
+    let (w, b) = Self.addWaitingPair(
+      first: first, second: second, wGate: wGate, bGate: bGate, x: x, wResult: wResult, bResult: bResult)
     x.set(second.add(name: "X") { 3 })
     first.resume()
     second.resume()
-    #expect(eventually(within: 5) { w.get.state == .running && b.state == .running })
+    #expect(eventually(within: 5) { w.state == .running && b.state == .running })
     if bodyWaitsFirst {
       bGate.open()
-      #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w.get) })
+      #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w) })
       wGate.open()
       let outcome = wResult.await() ?? "hung"
       #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
       #expect(bResult.await() == "value 1")
     } else {
       wGate.open()
-      #expect(eventually(within: 5) { Self.isRecorded(w.get, waitingFor: x.get) })
+      #expect(eventually(within: 5) { Self.isRecorded(w, waitingFor: x.get) })
       bGate.open()
       let outcome = bResult.await() ?? "hung"
       #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
@@ -309,22 +318,13 @@ struct AwaitCheckTests {
     let wGate = SpindleTestSupport.Gate()
     let cGate = SpindleTestSupport.Gate()
     let xGate = SpindleTestSupport.Gate()
-    let w = Box<Work<Int>>()
     let x = Box<Work<Int>>()
     let wResult = Slot()
     let bResult = Slot()
     first.suspend()
     second.suspend()
-    w.set(
-      first.add(name: "W") { () -> Int in
-        wGate.wait(seconds: 10)
-        wResult.set(ReviewSession24Tests.outcome(of: x.get))
-        return 1
-      })
-    let b = second.add(name: "B", priority: .veryHigh) { () -> Int in
-      bResult.set(ReviewSession24Tests.outcome(of: w.get))
-      return 2
-    }
+    let (w, b) = Self.addWaitingPair(
+      first: first, second: second, wGate: wGate, bGate: nil, x: x, wResult: wResult, bResult: bResult)
     if secondSlotBusy {
       _ = second.add(name: "C", priority: .high) { () -> Int in
         cGate.wait(seconds: 10)
@@ -339,9 +339,9 @@ struct AwaitCheckTests {
     x.set(second.add(name: "X", after: g) { $0 + 3 })
     first.resume()
     second.resume()
-    #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w.get) })
+    #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w) })
     wGate.open()
-    #expect(eventually(within: 5) { Self.isRecorded(w.get, waitingFor: x.get) })
+    #expect(eventually(within: 5) { Self.isRecorded(w, waitingFor: x.get) })
     xGate.open()
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { cGate.open() }
     #expect(wResult.await() == "value 3")
