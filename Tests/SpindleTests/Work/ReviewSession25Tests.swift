@@ -42,7 +42,7 @@ struct ReviewSession25Tests {
 
   // MARK: - False refusals: the awaiting task is cancelled already
 
-  /// BUG (fails on the current code). Width 1: A's task is cancelled (`cancel()`), then A awaits `later`, unstarted
+  /// Was a bug, fixed with this review (it failed before): Width 1: A's task is cancelled (`cancel()`), then A awaits `later`, unstarted
   /// on the same serial queue. Unchecked, the await of a cancelled task ends at once with `CancellationError` (the
   /// documented behaviour of `value`), and A, letting it escape, ends cancelled. Checked first, it is refused with
   /// `WorkDeadlockError`: an await that would have ended at once is refused, and the cancelled work ends *failed*
@@ -65,14 +65,14 @@ struct ReviewSession25Tests {
     queue.resume()
     #expect(await eventually(within: 5) { a.state == .running })
     a.cancel()
-    let outcome = result.await(within: 10) ?? "hung"
+    let outcome = result.await() ?? "hung"
     #expect(outcome == "CancellationError", "\(outcome)")
     #expect(await eventually(within: 5) { a.state.isFinal })
     #expect(a.state == .cancelled)
     #expect(try await later.value == 2)
   }
 
-  /// BUG (fails on the current code). The same for `allFinished()` of the body's own queue: awaited by a cancelled
+  /// Was a bug, fixed with this review (it failed before): The same for `allFinished()` of the body's own queue: awaited by a cancelled
   /// task it throws `CancellationError` at once, unchecked; the check refuses it first, and A ends failed.
   @Test func aCancelledAsyncBodysAllFinishedEndsWithCancellationNotARefusal() async throws {
     let queue = WorkQueue(name: "r25.cancelled.all", maxConcurrent: 2)
@@ -89,7 +89,7 @@ struct ReviewSession25Tests {
     }
     #expect(await eventually(within: 5) { a.state == .running })
     a.cancel()
-    let outcome = result.await(within: 10) ?? "hung"
+    let outcome = result.await() ?? "hung"
     #expect(outcome == "CancellationError", "\(outcome)")
     #expect(await eventually(within: 5) { a.state.isFinal })
     #expect(a.state == .cancelled)
@@ -97,7 +97,7 @@ struct ReviewSession25Tests {
 
   // MARK: - BodyWaits after a cancelled await
 
-  /// BUG (fails on the current code). A (queue 1) awaits X (queue 2, running, gated): recorded in `BodyWaits` as
+  /// Was a bug, fixed with this review (it failed before): A (queue 1) awaits X (queue 2, running, gated): recorded in `BodyWaits` as
   /// A → X. A is cancelled: its await ends at once (its `BlockedWait` ends in the cancellation handler), but the
   /// record goes only in `checkedValue()`'s `defer`, when A's task runs again. Here A's task cannot run yet (its
   /// executor is busy: on a loaded pool this is any scheduling delay). X's body then waits for A: the walk follows
@@ -144,9 +144,9 @@ struct ReviewSession25Tests {
       hold.open()
     }
     xGate.open()
-    let xOutcome = xResult.await(within: 10) ?? "hung"
+    let xOutcome = xResult.await() ?? "hung"
     #expect(xOutcome == "value 1", "\(xOutcome)")
-    let aOutcome = aResult.await(within: 10) ?? "hung"
+    let aOutcome = aResult.await() ?? "hung"
     #expect(aOutcome.hasPrefix("error:") && aOutcome.contains("Cancellation"), "\(aOutcome)")
     #expect(try await x.get.value == 2)
     #expect(!Self.hasBodyWaits(a.get))
@@ -157,8 +157,8 @@ struct ReviewSession25Tests {
   /// Width 2. Round after round, A awaits U (unstarted: it waits for G on another queue), counted as one stuck body;
   /// then G's gate opens (U runs and completes) while, on another thread at the same moment, A is cancelled. Whichever
   /// ends the wait, the count must be back to 0 and no record left in `BodyWaits`; a wait left counted would refuse a
-  /// later wait (two stuck bodies on two slots). Passes: `BlockedWait.end()` is idempotent and the count takes it
-  /// under the engine's lock.
+  /// later wait (two stuck bodies on two slots): `BlockedWait.end()` is idempotent and the count takes it under the
+  /// engine's lock.
   @Test func aCancelRacingTheAwaitedWorksCompletionLeavesNothingCounted() async throws {
     let queue = WorkQueue(name: "r25.race", maxConcurrent: 2)
     let other = WorkQueue(name: "r25.race.other", maxConcurrent: 2)
@@ -196,7 +196,7 @@ struct ReviewSession25Tests {
     }
     #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
     gate.open()
-    #expect(result.await(within: 10) == "value 1")
+    #expect(result.await() == "value 1")
   }
 
   /// A refused await leaves nothing behind: no `BodyWaits` record, no counted wait, and the same body may then await
@@ -218,17 +218,17 @@ struct ReviewSession25Tests {
         return 1
       })
     queue.resume()
-    let outcome = first.await(within: 10) ?? "hung"
+    let outcome = first.await() ?? "hung"
     #expect(outcome.hasPrefix("refused:") && outcome.contains("its own work"), "\(outcome)")
-    #expect(records.await(within: 10) == "false 0")
-    #expect(second.await(within: 10) == "value 5")
+    #expect(records.await() == "false 0")
+    #expect(second.await() == "value 5")
     #expect(try await me.get.value == 1)
   }
 
   // MARK: - Retries: the task of a later attempt
 
   /// A's first attempt fails; its second attempt (a new task) awaits A itself: refused, as the first attempt's would be.
-  /// Passes: each attempt's task records itself in `bodyTask`.
+  /// Each attempt's task is the work's `runningTask` while it runs.
   @Test func aSecondAttemptsAwaitOfItsOwnWorkIsRefused() async throws {
     let queue = WorkQueue(name: "r25.retry.own", maxConcurrent: 2)
     let me = Box<Work<Int>>()
@@ -241,14 +241,14 @@ struct ReviewSession25Tests {
         return 1
       })
     queue.resume()
-    let outcome = result.await(within: 10) ?? "hung"
+    let outcome = result.await() ?? "hung"
     #expect(outcome.hasPrefix("refused:") && outcome.contains("its own work"), "\(outcome)")
     #expect(try await me.get.value == 1)
   }
 
   /// A task that A's first attempt started awaits X (a dependent of A, on another queue) while A's second attempt
   /// runs: the second attempt returns without awaiting the task, A completes, X runs, the await returns. Not refused:
-  /// the task is not the second attempt's task (nor the first's, which has ended). Passes.
+  /// the task is not the second attempt's task (nor the first's, which has ended).
   @Test func aTaskAFirstAttemptStartedIsNotTakenForTheSecondAttempt() async throws {
     let queue = WorkQueue(name: "r25.retry.task", maxConcurrent: 2)
     let other = WorkQueue(name: "r25.retry.task.other", maxConcurrent: 2)
@@ -275,7 +275,7 @@ struct ReviewSession25Tests {
       })
     x.set(other.add(name: "X", after: me.get) { $0 + 1 })
     queue.resume()
-    #expect(result.await(within: 10) == "value 2")
+    #expect(result.await() == "value 2")
     #expect(try await me.get.value == 1)
   }
 
@@ -285,7 +285,7 @@ struct ReviewSession25Tests {
   /// its work, is refused at once and A fails with `WorkDeadlockError`. Unchecked, the timeout would have cancelled
   /// the await (`CancellationError`) and A failed with `WorkTimeoutError` after 300 ms: the await "would have ended",
   /// by the timeout, but never with a value. Pins the current behaviour (a change of outcome worth a line in the
-  /// changelog). Passes.
+  /// changelog).
   @Test func anAwaitOfADependentFromABodyWithATimeoutIsRefusedAtOnce() async throws {
     let queue = WorkQueue(name: "r25.timeout", maxConcurrent: 2)
     let other = WorkQueue(name: "r25.timeout.other", maxConcurrent: 2)
@@ -302,7 +302,7 @@ struct ReviewSession25Tests {
     }
     x.set(other.add(name: "X", after: a) { $0 + 1 })
     queue.resume()
-    let outcome = result.await(within: 10) ?? "hung"
+    let outcome = result.await() ?? "hung"
     #expect(outcome.hasPrefix("refused:") && outcome.contains("dependencies"), "\(outcome)")
     #expect(await eventually(within: 5) { a.state.isFinal })
     if case .failure(let error) = a.result {
@@ -328,7 +328,7 @@ struct ReviewSession25Tests {
     }
     #expect(await eventually(within: 5) { h.state == .running })
     k.set(other.add(name: "K", exclusive: key) { 2 })
-    let keyOutcome = keyResult.await(within: 10) ?? "hung"
+    let keyOutcome = keyResult.await() ?? "hung"
     #expect(keyOutcome.hasPrefix("refused:") && keyOutcome.contains(key), "\(keyOutcome)")
     #expect(try await k.get.value == 2)
 
@@ -346,11 +346,11 @@ struct ReviewSession25Tests {
     }
     #expect(await eventually(within: 5) { e.state == .running })
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
-    #expect(barrierResult.await(within: 10) == "value 3")
+    #expect(barrierResult.await() == "value 3")
   }
 
   /// An `async` `@MainActor` body of `WorkQueue.main` holds the queue's only slot: awaiting main-queue work it added
-  /// (unstarted) is refused ("serial"); awaiting work of another queue returns. Passes.
+  /// (unstarted) is refused ("serial"); awaiting work of another queue returns.
   @Test func aMainQueueAsyncBodysAwaitsAreChecked() async throws {
     let other = WorkQueue(name: "r25.main.other", maxConcurrent: 2)
     let later = Box<Work<Int>>()
