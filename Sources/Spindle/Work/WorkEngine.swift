@@ -620,8 +620,11 @@ extension AnyWork {
   ///
   /// Unstarted work also needs a slot of its queue: when the body in every slot of that queue waits for work that must
   /// wait for `other` (or is `other`'s), it can never start (``slotsAreHeld(on:behind:evaluating:)``). `evaluating`
-  /// holds the queues whose slots are being looked at by the walks that led here: a queue met again counts as having
-  /// a slot that frees (a miss at worst, never a false refusal).
+  /// holds the queues whose slots are being looked at by the walks that led here: unstarted work of such a queue counts
+  /// as behind `other`. That is the assumption under test (the greatest fixpoint): it is kept only when at least the
+  /// queue's width of its bodies wait behind `other` under it, and those bodies then wait only for `other`, for each
+  /// other, or for the slots they hold themselves, so none of them ever ends. (Counting such a queue as having a slot
+  /// that frees missed the simplest case: both slots of E wait for X on F, which waits for work unstarted on E.)
   final func mustWait(for other: AnyWork, evaluating: Set<ObjectIdentifier> = []) -> WorkPath? {
     /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for, and
     /// whether its slots are all held by bodies behind `other` (looked at once, when unstarted work of it is met).
@@ -657,7 +660,10 @@ extension AnyWork {
           queues[id] = (engine, barrierOf, nil)
         }
         if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
-        if unstarted && !evaluating.contains(id) {
+        // A queue met again while its slots are looked at counts as held: that is what is being checked, and it holds
+        // only if at least the queue's width of bodies wait behind `other` under it (see `slotsAreHeld`).
+        if unstarted && evaluating.contains(id) { return path.union(.slots) }
+        if unstarted {
           let held: Bool
           if let known = queues[id]?.held {
             held = known
