@@ -163,6 +163,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       record?.end()
       throw error
     }
+    record?.markChecked()
     return (blocked, record)
   }
 

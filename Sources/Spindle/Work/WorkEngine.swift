@@ -682,17 +682,18 @@ extension AnyWork {
     return nil
   }
 
-  /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body waiting
-  /// (``BodyWaits``) for work that must wait for `other` (``mustWait(for:evaluating:)``), or `other`'s own body. Unstarted
+  /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body whose wait
+  /// passed its check (``BodyWaits/snapshot()``) for work that must wait for `other` (``mustWait(for:evaluating:)``),
+  /// or `other`'s own body. Unstarted
   /// work of `engine` then never gets a slot. A body that does not wait, or waits for anything else, ends and frees its
   /// slot; so does a body blocked in a way the engine does not see (a semaphore): it counts as ending.
   static func slotsAreHeld(on engine: WorkEngine, behind other: AnyWork, evaluating: Set<ObjectIdentifier>) -> Bool {
     let width = engine.withState { $0.scheduler.width }
-    var held = 0
-    for (waiter, targets) in BodyWaits.shared.snapshot() where waiter.currentEngine === engine {
-      let behind =
-        waiter === other
-        || targets.contains { $0 === other || $0.mustWait(for: other, evaluating: evaluating) != nil }
+    // `other`'s own wait is being checked: not in the snapshot yet, and its body holds a slot of its queue.
+    var held = other.currentEngine === engine ? 1 : 0
+    if held >= width { return true }
+    for (waiter, targets) in BodyWaits.shared.snapshot() where waiter !== other && waiter.currentEngine === engine {
+      let behind = targets.contains { $0 === other || $0.mustWait(for: other, evaluating: evaluating) != nil }
       if behind {
         held += 1
         if held >= width { return true }
@@ -714,19 +715,31 @@ final class BodyWaits: Sendable {
   static let shared = BodyWaits()
 
   /// Per waiting work (kept alive while it waits), what its bodies wait for (one at a time per body; a list in case a
-  /// body's work is also current on another thread, through a task that inherited it).
-  private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [AnyWork])]>([:])
+  /// body's work is also current on another thread, through a task that inherited it), and whether each wait passed
+  /// its check.
+  private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [(work: AnyWork, checked: Bool)])]>([:])
 
-  /// Records that `waiter`'s body waits for `target`.
+  /// Records that `waiter`'s body waits for `target` (not yet checked).
   func begin(_ waiter: AnyWork, for target: AnyWork) {
-    waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append(target) }
+    waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append((target, false)) }
+  }
+
+  /// Marks a wait of `waiter`'s body for `target` as one that passed its check (see ``snapshot()``).
+  func markChecked(_ waiter: AnyWork, for target: AnyWork) {
+    waits.withLock { waits in
+      let id = ObjectIdentifier(waiter)
+      guard let index = waits[id]?.targets.firstIndex(where: { $0.work === target && !$0.checked }) else { return }
+      waits[id]?.targets[index].checked = true
+    }
   }
 
   /// Removes one record of `waiter`'s body waiting for `target` (the works are released after the lock).
   func end(_ waiter: AnyWork, for target: AnyWork) {
-    let removed: (waiter: AnyWork, targets: [AnyWork])? = waits.withLock { waits in
+    let removed: (waiter: AnyWork, targets: [(work: AnyWork, checked: Bool)])? = waits.withLock { waits in
       let id = ObjectIdentifier(waiter)
-      guard var entry = waits[id], let index = entry.targets.firstIndex(where: { $0 === target }) else { return nil }
+      guard var entry = waits[id], let index = entry.targets.firstIndex(where: { $0.work === target }) else {
+        return nil
+      }
       entry.targets.remove(at: index)
       if entry.targets.isEmpty { return waits.removeValue(forKey: id) } else { waits[id] = entry }
       return nil
@@ -734,17 +747,28 @@ final class BodyWaits: Sendable {
     _ = consume removed
   }
 
-  /// Calls `body` with each work that `waiter`'s bodies wait for (under this registry's lock: `body` takes no lock).
+  /// Calls `body` with each work that `waiter`'s bodies wait for, checked or not (under this registry's lock: `body`
+  /// takes no lock).
   func forEachTarget(of waiter: AnyWork, _ body: (AnyWork) -> Void) {
     waits.withLock { waits in
       guard let targets = waits[ObjectIdentifier(waiter)]?.targets else { return }
-      for target in targets { body(target) }
+      for target in targets { body(target.work) }
     }
   }
 
-  /// Every waiting work with what its bodies wait for, as they are now.
+  /// Every waiting work with what its bodies wait for, as they are now: only the waits that passed their check.
+  ///
+  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:)``): two bodies that begin waiting for the same
+  /// unstarted work at the same moment, in the last two slots of its queue, would each see the other's wait and both
+  /// be refused, where refusing one frees the slot the other needs. A wait counts there once it passed; the same-queue
+  /// slot count, which counts under the queue's lock, refuses the second of two such waits.
   func snapshot() -> [(waiter: AnyWork, targets: [AnyWork])] {
-    waits.withLock { Array($0.values) }
+    waits.withLock { waits in
+      waits.values.compactMap { entry in
+        let checked = entry.targets.filter(\.checked).map(\.work)
+        return checked.isEmpty ? nil : (entry.waiter, checked)
+      }
+    }
   }
 }
 
@@ -759,6 +783,12 @@ final class BodyWaitRecord: Sendable {
   init(waiter: AnyWork, target: AnyWork) {
     self.waiter = waiter
     self.target = target
+  }
+
+  /// Marks the wait as one that passed its check (unless it already ended).
+  func markChecked() {
+    guard !ended.load(ordering: .acquiring) else { return }
+    BodyWaits.shared.markChecked(waiter, for: target)
   }
 
   /// Removes the record from ``BodyWaits`` (only the first call does).

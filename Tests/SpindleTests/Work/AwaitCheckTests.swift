@@ -348,9 +348,41 @@ struct AwaitCheckTests {
     #expect(bResult.await() == "value 1")
   }
 
+  /// Width 2: round after round, W1 and W2 (the two slots) begin waiting for the same unstarted target at the same
+  /// moment. Exactly one is refused: that frees its slot, the target runs, and the other wait returns 5. (When every
+  /// recorded wait counted against the slots, each saw the other's and both were refused, about one round in ten
+  /// under ThreadSanitizer.)
+  @Test func twoWaitsBeginningTogetherForUnstartedWorkInTheLastTwoSlotsRefuseOnlyOne() throws {
+    var outcomes: [[Int]: Int] = [:]
+    for round in 0..<60 {
+      let queue = WorkQueue(name: "slots.together.\(round)", maxConcurrent: 2)
+      let start = DispatchGroup()
+      start.enter()
+      start.enter()
+      let go = SpindleTestSupport.Gate()
+      queue.suspend()
+      let target = queue.add(name: "target", priority: .veryLow) { 5 }
+      let waiters = (1...2).map { index in
+        queue.add(name: "W\(index)") { () -> Int in
+          start.leave()
+          go.wait(seconds: 10)
+          return (try? target.wait()) ?? -1
+        }
+      }
+      queue.resume()
+      #expect(start.wait(timeout: .now() + 10 * hangBoundScale) == .success)
+      go.open(2)
+      let results = waiters.map { waiter in
+        eventually(within: 10) { waiter.state.isFinal } ? ((try? waiter.result?.get()) ?? -2) : -3
+      }
+      outcomes[results.sorted(), default: 0] += 1
+    }
+    #expect(outcomes == [[-1, 5]: 60], "\(outcomes)")
+  }
+
+  /// Whether `waiter`'s body waits for `target` in a wait that passed its check (and so counts in the checks of later
+  /// waits: ``BodyWaits/snapshot()``).
   static func isRecorded(_ waiter: AnyWork, waitingFor target: AnyWork) -> Bool {
-    var found = false
-    BodyWaits.shared.forEachTarget(of: waiter) { if $0 === target { found = true } }
-    return found
+    BodyWaits.shared.snapshot().contains { $0.waiter === waiter && $0.targets.contains { $0 === target } }
   }
 }
