@@ -671,7 +671,9 @@ extension AnyWork {
             held = Self.slotsAreHeld(on: engine, behind: other, evaluating: evaluating.union([id]))
             queues[id]?.held = held
           }
-          if held { return path.union(.slots) }
+          // Still unstarted after the slots were looked at, so it was while they were: a slot that freed meanwhile
+          // could have started it (and a body counted as behind `other` might have been waiting for it).
+          if held && !item.lock.withLock({ item.phase.isStarted }) { return path.union(.slots) }
         }
       }
       for (work, link) in found {
