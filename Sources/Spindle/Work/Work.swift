@@ -75,8 +75,8 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   public final var value: Value {
     get async throws {
       if let result { return try result.get() }
-      if let current = WorkContext.currentWork, WorkEngine.waitHoldsUp(current) {
-        return try await checkedValue()
+      if let waiter = WorkEngine.holdingWaiter() {
+        return try await checkedValue(by: waiter)
       }
       let waiter = OneShotContinuation<Value>()
       return try await withTaskCancellationHandler {
@@ -92,18 +92,18 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// ``value`` awaited by the body of running work (its `async` body's own task): recorded and checked like
   /// ``wait()``, so that a wait that could never end throws ``WorkDeadlockError``.
-  private final func checkedValue() async throws -> Value {
+  private final func checkedValue(by waiter: AnyWork) async throws -> Value {
     // A cancelled task's await ends at once, unchecked (as an unchecked one does): it never hangs.
     try Task.checkCancellation()
-    let waiter = OneShotContinuation<Value>()
-    let (blocked, record) = try beginCheckedWait { waiter.resume(with: $0) }
+    let continuation = OneShotContinuation<Value>()
+    let (blocked, record) = try beginCheckedWait(by: waiter) { continuation.resume(with: $0) }
     defer { record?.end() }
     return try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation { continuation in waiter.arm(continuation) }
+      try await withCheckedThrowingContinuation { continuation.arm($0) }
     } onCancel: {
       // The body no longer waits: its slot is not blocked by this wait any more, and the walk must not follow it
       // (the task may run again only much later).
-      if waiter.resume(with: .failure(CancellationError())) {
+      if continuation.resume(with: .failure(CancellationError())) {
         blocked.end()
         record?.end()
       }
@@ -135,16 +135,18 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   public final func wait() throws -> Value {
     if let result { return try result.get() }
     let done = DispatchSemaphore(value: 0)
-    let (_, record) = try beginCheckedWait { _ in done.signal() }
+    let (_, record) = try beginCheckedWait(by: WorkEngine.holdingWaiter()) { _ in done.signal() }
     defer { record?.end() }
     done.wait()
     return try result!.get()
   }
 
-  /// Begins a wait for this work by the calling code (a body's, or any other): calls `completed` with the outcome once
-  /// the work completes, and, for a body's wait, records it (``BodyWaits``) and checks it (``WorkEngine/checkWait(for:_:)``),
-  /// throwing when it could never end. Returns the wait's slot count entry and its record, to end when the wait is over.
+  /// Begins a wait for this work by the calling code: calls `completed` with the outcome once the work completes, and,
+  /// when `waiter` is the body the wait holds up (``WorkEngine/holdingWaiter()``), records the wait (``BodyWaits``) and
+  /// checks it (``WorkEngine/checkWait(of:for:_:)``), throwing when it could never end. Returns the wait's slot count
+  /// entry and its record, to end when the wait is over.
   private final func beginCheckedWait(
+    by waiter: AnyWork?,
     _ completed: @escaping @Sendable (Result<Value, any Error>) -> Void
   ) throws(WorkDeadlockError) -> (BlockedWait, BodyWaitRecord?) {
     // The wait stops counting as blocked when the work completes, not when the waiter wakes: the worker that
@@ -156,9 +158,10 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       completed(result)
     }
     // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
-    let record = WorkEngine.recordWait(for: self)
+    guard let waiter else { return (blocked, nil) }
+    let record = WorkEngine.recordWait(of: waiter, for: self)
     do {
-      try WorkEngine.checkWait(for: self, blocked)
+      try WorkEngine.checkWait(of: waiter, for: self, blocked)
     } catch {
       record?.end()
       throw error

@@ -502,27 +502,30 @@ final class WorkEngine: @unchecked Sendable {
       && !current.lock.withLock { current.phase.isFinal }
   }
 
-  /// Records in ``BodyWaits`` that the current body waits for `work`, if it is a body's wait that holds up its work
-  /// (``waitHoldsUp(_:)``); returns the record, to end (``BodyWaitRecord/end()``) as soon as the wait is over. Call
-  /// before ``checkWait(for:_:)``.
-  static func recordWait(for work: AnyWork) -> BodyWaitRecord? {
-    guard let current = WorkContext.currentWork, current !== work, waitHoldsUp(current) else { return nil }
-    BodyWaits.shared.begin(current, for: work)
-    return BodyWaitRecord(waiter: current, target: work)
+  /// The work whose body the calling code is, when a wait from here holds that work up (``waitHoldsUp(_:)``): the
+  /// waits that ``recordWait(of:for:)`` records and ``checkWait(of:for:_:)`` checks. `nil` for any other caller,
+  /// whose wait needs no check (the work it waits for completes without it).
+  static func holdingWaiter() -> AnyWork? {
+    guard let current = WorkContext.currentWork, waitHoldsUp(current) else { return nil }
+    return current
   }
 
-  /// Checks that a body may block waiting for `work`, and counts the wait in the blocked-wait count of `work`'s engine
-  /// (through `blocked`, whose `end()` the work's completion calls); throws when the wait could never end.
-  static func checkWait(for work: AnyWork, _ blocked: BlockedWait) throws(WorkDeadlockError) {
-    guard let current = WorkContext.currentWork else { return }
+  /// Records in ``BodyWaits`` that `waiter`'s body (``holdingWaiter()``) waits for `work`; returns the record, to end
+  /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:)``.
+  static func recordWait(of waiter: AnyWork, for work: AnyWork) -> BodyWaitRecord? {
+    guard waiter !== work else { return nil }
+    BodyWaits.shared.begin(waiter, for: work)
+    return BodyWaitRecord(waiter: waiter, target: work)
+  }
+
+  /// Checks that the body of `current` (``holdingWaiter()``) may block waiting for `work`, and counts the wait in the
+  /// blocked-wait count of `work`'s engine (through `blocked`, whose `end()` the work's completion calls); throws when
+  /// the wait could never end.
+  static func checkWait(of current: AnyWork, for work: AnyWork, _ blocked: BlockedWait) throws(WorkDeadlockError) {
     func deadlock(_ reason: String, _ queue: String) -> WorkDeadlockError {
       WorkDeadlockError(work: work.name, waiter: current.name, queue: queue, reason: reason)
     }
-    // Only the body's own wait holds its work up: a task the body started may wait for the work, which completes
-    // without it (a callback's `finish` called from elsewhere, or an `async` body that returns).
-    let holdsUpWaiter = waitHoldsUp(current)
     if current === work {
-      guard holdsUpWaiter else { return }
       throw deadlock("a body cannot wait for its own work", work.queueName)
     }
     let (key, started, done, retries, queueName): (String?, Bool, Bool, Bool, String) = work.lock.withLock {
@@ -531,11 +534,11 @@ final class WorkEngine: @unchecked Sendable {
     }
     // While the key is held here, unfinished work with that key is not running (exclusive work is made running only
     // once it holds its key) and cannot run before the caller ends.
-    if !done, holdsUpWaiter, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
+    if !done, let key, ExclusivityRegistry.shared.isHeld(key, by: current) {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     // Work that can complete only after this body's work, on any queue (it depends on it, and so on).
-    if !done, holdsUpWaiter, let path = work.mustWait(for: current) {
+    if !done, let path = work.mustWait(for: current) {
       if path == .waits {
         throw deadlock(
           "bodies would wait for each other: the work waits, directly or through other waits, for this body's work",
@@ -548,9 +551,7 @@ final class WorkEngine: @unchecked Sendable {
         "the work can only complete after this body ends: it is behind this body's work through " + path.description,
         queueName)
     }
-    // The slots: only a wait that holds up the waiter's work keeps its slot blocked (a callback's asynchronous half
-    // may wait while its `finish` comes from elsewhere, which frees the slot).
-    guard holdsUpWaiter, let engine = work.currentEngine, engine === current.currentEngine else { return }
+    guard let engine = work.currentEngine, engine === current.currentEngine else { return }
     if started && done { return }
     // Whether the work still needs a slot: unstarted work does, and so does started work that can give its slot back
     // and need one again (another attempt, a retry). (Exclusive work runs only with its key, which it keeps until it

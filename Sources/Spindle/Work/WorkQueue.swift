@@ -164,7 +164,7 @@ public final class WorkQueue: Sendable {
   /// throws `CancellationError`; the work is not cancelled (call ``cancelAll()`` for that). Awaited by an `async`
   /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
   public func allFinished() async throws {
-    if let current = WorkContext.currentWork, current.currentEngine === engine, WorkEngine.waitHoldsUp(current) {
+    if let current = WorkEngine.holdingWaiter(), current.currentEngine === engine {
       // A cancelled task's await ends at once (as below): it never hangs.
       try Task.checkCancellation()
       throw WorkDeadlockError(

@@ -5,7 +5,7 @@ import Testing
 
 @testable import Spindle
 
-/// A review of the checked awaits of `async` bodies (`Work.value` through `checkedValue()`, `WorkQueue.allFinished()`,
+/// A review of the checked awaits of `async` bodies (`Work.value` through `checkedValue(by:)`, `WorkQueue.allFinished()`,
 /// `AnyWork.isBodyTask`): false refusals (an await refused that would have ended), races of the bookkeeping
 /// (`BlockedWaits`, `BodyWaits`) with cancellation, and the simple hangs the documentation promises to refuse. Every
 /// wait is bounded: a hang fails the test instead of hanging it.
@@ -46,7 +46,7 @@ struct ReviewSession25Tests {
   /// on the same serial queue. Unchecked, the await of a cancelled task ends at once with `CancellationError` (the
   /// documented behaviour of `value`), and A, letting it escape, ends cancelled. Checked first, it is refused with
   /// `WorkDeadlockError`: an await that would have ended at once is refused, and the cancelled work ends *failed*
-  /// with a deadlock error (a `cancelAll()` at shutdown then reports deadlocks). Fix: `checkedValue()` throws
+  /// with a deadlock error (a `cancelAll()` at shutdown then reports deadlocks). Fix: `checkedValue(by:)` throws
   /// `CancellationError` before the check when `Task.isCancelled`.
   @Test func aCancelledAsyncBodysAwaitEndsWithCancellationNotARefusal() async throws {
     let queue = WorkQueue(name: "r25.cancelled.value", maxConcurrent: 1)
@@ -99,7 +99,7 @@ struct ReviewSession25Tests {
 
   /// Was a bug, fixed with this review (it failed before): A (queue 1) awaits X (queue 2, running, gated): recorded in `BodyWaits` as
   /// A → X. A is cancelled: its await ends at once (its `BlockedWait` ends in the cancellation handler), but the
-  /// record goes only in `checkedValue()`'s `defer`, when A's task runs again. Here A's task cannot run yet (its
+  /// record goes only in `checkedValue(by:)`'s `defer`, when A's task runs again. Here A's task cannot run yet (its
   /// executor is busy: on a loaded pool this is any scheduling delay). X's body then waits for A: the walk follows
   /// the stale A → X and refuses the wait ("bodies would wait for each other"), though A no longer waits and
   /// completes as soon as its task runs; the wait would have returned 1. Fix: end the record where the await ends
