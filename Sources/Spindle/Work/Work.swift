@@ -159,15 +159,25 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     }
     // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
     guard let waiter else { return (blocked, nil) }
-    let record = WorkEngine.recordWait(of: waiter, for: self)
-    do {
-      try WorkEngine.checkWait(of: waiter, for: self, blocked)
-    } catch {
-      record?.end()
-      throw error
+    #if DEBUG
+      if let hook = waiter.currentEngine?.waitCheckHook.withLock({ $0 }) { hook() }
+    #endif
+    // One check at a time in the process: a check then sees every wait that began before it, recorded and checked.
+    // Run side by side, two bodies beginning to wait for each other both passed (for unstarted work in each other's
+    // last slot: each saw the other's wait unchecked, which does not count against slots) or were both refused (for
+    // each other's work: each saw the other's recorded wait).
+    let checked: Result<BodyWaitRecord?, WorkDeadlockError> = WorkEngine.waitChecks.withLock {
+      let record = WorkEngine.recordWait(of: waiter, for: self)
+      do throws(WorkDeadlockError) {
+        try WorkEngine.checkWait(of: waiter, for: self, blocked)
+      } catch {
+        record?.end()
+        return .failure(error)
+      }
+      record?.markChecked()
+      return .success(record)
     }
-    record?.markChecked()
-    return (blocked, record)
+    return (blocked, try checked.get())
   }
 
   /// Calls `handler` with the outcome on `queue` once the work is complete.

@@ -56,6 +56,9 @@ final class WorkEngine: @unchecked Sendable {
     /// resolved or put on `incoming` (whichever comes first): where an adding thread that is preempted leaves the
     /// widest window for other threads to act on the item.
     let admissionHook = Locked<(@Sendable () -> Void)?>(nil)
+    /// Tests only (debug builds): called when a body of this queue begins a checked wait, before the check takes
+    /// ``WorkEngine/waitChecks``; a test holds two bodies there to start their checks at the same instant.
+    let waitCheckHook = Locked<(@Sendable () -> Void)?>(nil)
   #endif
   // Each group of fields below is written by other threads than the one before it, and 64 unused bytes apart from
   // it, so that they never share a line of memory: the adding thread reads the hints above at every `add`, the lock
@@ -510,6 +513,14 @@ final class WorkEngine: @unchecked Sendable {
     return current
   }
 
+  /// Held by each check of a body's wait, from recording the wait to marking it checked (or ending it when refused), so
+  /// that the checks of the process run one at a time. It is taken only there, by a body that holds no other lock,
+  /// and the check under it takes the locks of items, queues, ``BodyWaits`` and the exclusivity registry, never this
+  /// one: it is the outermost lock, and cannot take part in a cycle. Checks are rare (a blocking wait by a body) and
+  /// short (a walk back from the awaited work), and plain work never takes it. A bare mutex, alive for the process:
+  /// there is no state under it, only the checks' order.
+  static let waitChecks = PlatformMutex()
+
   /// Records in ``BodyWaits`` that `waiter`'s body (``holdingWaiter()``) waits for `work`; returns the record, to end
   /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:)``.
   static func recordWait(of waiter: AnyWork, for work: AnyWork) -> BodyWaitRecord? {
@@ -711,9 +722,10 @@ extension AnyWork {
 /// that would wait for each other are refused too.
 ///
 /// Only waits that hold up their work's completion are recorded (`WorkEngine.waitHoldsUp`): not those of tasks a body
-/// started. A body's wait is recorded before its check and removed when the wait returns or throws: of two bodies that start
-/// waiting for each other at the same moment, the one recorded second sees the other's wait in its check (both may,
-/// and then both throw). One lock for the process, taken only by waits from bodies, never inside another lock.
+/// started. A body's wait is recorded at the start of its check and removed when the wait returns or throws. Checks
+/// run one at a time (``WorkEngine/waitChecks``): of two bodies that begin waiting for each other at the same moment,
+/// the second to be checked sees the first's wait, recorded and checked, and only it is refused. One lock for the
+/// process, taken only by waits from bodies, and inside nothing but ``WorkEngine/waitChecks``.
 final class BodyWaits: Sendable {
   static let shared = BodyWaits()
 
@@ -761,10 +773,11 @@ final class BodyWaits: Sendable {
 
   /// Every waiting work with what its bodies wait for, as they are now: only the waits that passed their check.
   ///
-  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:)``): two bodies that begin waiting for the same
-  /// unstarted work at the same moment, in the last two slots of its queue, would each see the other's wait and both
-  /// be refused, where refusing one frees the slot the other needs. A wait counts there once it passed; the same-queue
-  /// slot count, which counts under the queue's lock, refuses the second of two such waits.
+  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:)``): a wait counts there once it passed its check, so
+  /// that a check never counts the wait being checked beside it. Checks run one at a time (``WorkEngine/waitChecks``),
+  /// which makes that the waiter's own record only; it was what kept two bodies that began waiting for the same
+  /// unstarted work together, in the last two slots of its queue, from both being refused when checks could overlap.
+  /// The same-queue slot count refuses the second of two such waits.
   func snapshot() -> [(waiter: AnyWork, targets: [AnyWork])] {
     waits.withLock { waits in
       waits.values.compactMap { entry in
