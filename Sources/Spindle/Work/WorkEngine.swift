@@ -696,6 +696,40 @@ extension AnyWork {
     return nil
   }
 
+  /// Unfinished work of `engine` that can complete only after this work completed, or `nil` when none is found: what
+  /// a body of this work would wait for in `engine`'s ``WorkQueue/allFinished()``, which could then never return.
+  ///
+  /// Walks forward from this work: to its dependents (and theirs: a pending item's list holds every dependent added so
+  /// far), to the followers of a pending barrier met on the way, and to the work of each body whose checked wait
+  /// (``BodyWaits``) is for work met on the way. Work that completed ends the walk (its dependents were told). Each
+  /// item's lock is taken alone, a queue's barriers under its lock; the cost grows with what waits for this work, not
+  /// with `engine`'s size. Not followed: the line of work waiting for an exclusivity key this work holds. A dependent
+  /// that a failed sibling dependency would end without this work is still counted, as the walk back of
+  /// ``mustWait(for:evaluating:)`` counts it.
+  final func firstBehind(on engine: WorkEngine) -> AnyWork? {
+    let waits = BodyWaits.shared.snapshot()
+    var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
+    var next: [AnyWork] = [self]
+    var found: [AnyWork] = []
+    while let item = next.popLast() {
+      found.removeAll(keepingCapacity: true)
+      let (itemEngine, isBarrier): (WorkEngine?, Bool) = item.lock.withLock {
+        guard !item.phase.isFinal else { return (nil, false) }
+        item.dependents.forEachElement { found.append($0) }
+        return (item.engine?.takeUnretainedValue(), item.isBarrier)
+      }
+      guard let itemEngine else { continue }
+      if item !== self && itemEngine === engine { return item }
+      if isBarrier {
+        let followers = itemEngine.withState { state in state.barriers.first { $0.barrier === item }?.followers ?? [] }
+        found.append(contentsOf: followers)
+      }
+      for (waiter, targets) in waits where targets.contains(where: { $0 === item }) { found.append(waiter) }
+      for work in found where seen.insert(ObjectIdentifier(work)).inserted { next.append(work) }
+    }
+    return nil
+  }
+
   /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body whose wait
   /// passed its check (``BodyWaits/snapshot()``) for work that must wait for `other` (``mustWait(for:evaluating:)``),
   /// or `other`'s own body. Unstarted

@@ -143,8 +143,10 @@ public final class WorkQueue: Sendable {
   ///
   /// Returns at once if nothing is unfinished. Work added while waiting is waited for too. A suspended
   /// queue with pending work makes it wait until ``resume()``. Calling it where it would wait for itself — from
-  /// a body of the same queue, or from a task started by a callback body of the queue while that work is
-  /// unfinished — stops the program with a message instead of hanging.
+  /// a body of the same queue, from a task started by a callback body of the queue while that work is
+  /// unfinished, or from a body of another queue while this queue holds work that can only complete after the body's
+  /// work (a dependent of it, directly or through other work) — stops the program with a message instead of
+  /// hanging.
   @available(*, noasync, message: "use 'try await queue.allFinished()' in async code")
   public func waitUntilAllFinished() {
     if let current = WorkContext.currentWork, current.currentEngine === engine {
@@ -155,6 +157,15 @@ public final class WorkQueue: Sendable {
       WorkQueue.standardErrorMisuseHandler(message)  // also in optimized builds, which drop the trap's message
       preconditionFailure(message)
     }
+    if let current = WorkEngine.holdingWaiter(), let behind = current.firstBehind(on: engine) {
+      let message =
+        "WorkQueue '\(name)': waitUntilAllFinished() called from inside work '\(current.name ?? "unnamed")' of "
+        + "WorkQueue '\(current.queueName)', while work '\(behind.name ?? "unnamed")' of this queue can only complete "
+        + "after that work (it depends on it, directly or through other work, follows a barrier that does, or its "
+        + "body waits for it); it would wait for itself and deadlock"
+      WorkQueue.standardErrorMisuseHandler(message)
+      preconditionFailure(message)
+    }
     engine.waitUntilAllFinished()
   }
 
@@ -163,6 +174,9 @@ public final class WorkQueue: Sendable {
   /// Returns at once if nothing is unfinished. If the awaiting task is cancelled, it stops waiting at once and
   /// throws `CancellationError`; the work is not cancelled (call ``cancelAll()`` for that). Awaited by an `async`
   /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
+  /// So it does when awaited by an `async` body of another queue while this queue holds work that can only complete
+  /// after the body's work: a dependent of it (directly or through other work), work after a barrier that is one, or
+  /// work whose body waits for it. (Such work added after the check, while the body awaits, is not seen.)
   public func allFinished() async throws {
     if let current = WorkEngine.holdingWaiter(), current.currentEngine === engine {
       // A cancelled task's await ends at once (as below): it never hangs.
@@ -170,6 +184,13 @@ public final class WorkQueue: Sendable {
       throw WorkDeadlockError(
         work: current.name, waiter: current.name, queue: name,
         reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")
+    }
+    if let current = WorkEngine.holdingWaiter(), let behind = current.firstBehind(on: engine) {
+      try Task.checkCancellation()
+      throw WorkDeadlockError(
+        work: behind.name, waiter: current.name, queue: name,
+        reason: "allFinished() waits for this work, which can only complete after the awaiting body's work (it "
+          + "depends on it, directly or through other work, follows a barrier that does, or its body waits for it)")
     }
     try await engine.allFinished()
   }

@@ -1,0 +1,190 @@
+import Dispatch
+import Foundation
+import SpindleTestSupport
+import Testing
+
+@testable import Spindle
+
+/// A body of one queue that waits for another queue to have nothing unfinished (`try await q.allFinished()`, or
+/// `q.waitUntilAllFinished()`) while that queue holds work that can only complete after the body's own work: the wait
+/// could never end. It hung; now the `async` form throws `WorkDeadlockError` and the blocking form stops the program
+/// with a message, as they do from a body of the same queue. These tests try to break both sides of the rule: each
+/// link of the walk forward from the body's work (a dependent, a dependent's dependent on a third queue, a barrier's
+/// follower, a body waiting for it) must be seen, and a wait that ends must never be refused.
+@Suite("Work: allFinished() of another queue from a body", .serialized, .offThePool)
+struct AllFinishedAcrossQueuesTests {
+  typealias Box = ReviewSession24Tests.Box
+  typealias Slot = ReviewSession24Tests.Slot
+
+  /// What an await of `queue.allFinished()` did: "returned", "refused: …" or "error: …".
+  static func outcome(ofAllFinished queue: WorkQueue) async -> String {
+    do {
+      try await queue.allFinished()
+      return "returned"
+    } catch let error as WorkDeadlockError {
+      return "refused: \(error)"
+    } catch {
+      return "error: \(error)"
+    }
+  }
+
+  /// An `async` body A on P that awaits `q.allFinished()`, added to a suspended P so that what the test adds next to
+  /// the queues exists before A runs; `resume` starts it. The outcome lands in the returned slot.
+  static func awaitingBody(on p: WorkQueue, for q: WorkQueue) -> (Work<Int>, Slot) {
+    let result = Slot()
+    p.suspend()
+    let a = p.add(name: "A") { () async -> Int in
+      result.set(await Self.outcome(ofAllFinished: q))
+      return 1
+    }
+    return (a, result)
+  }
+
+  // MARK: - Refused: the queue holds work that can only complete after the body's
+
+  @Test func awaitingTheQueueOfADependentOfTheBodysWorkIsRefused() async throws {
+    let p = WorkQueue(name: "af.dependent.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.dependent.q", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let d = q.add(name: "D", after: a) { $0 + 1 }
+    p.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'") && outcome.contains("depends on it"), "\(outcome)")
+    // Refused, the body ends: D runs and Q drains.
+    #expect(try await d.value == 2)
+    try await q.allFinished()
+  }
+
+  /// D1 on R depends on A, D2 on Q on D1: Q's D2 can only complete after A, through R.
+  @Test func aDependentOfADependentOnAThirdQueueIsSeen() async throws {
+    let p = WorkQueue(name: "af.transitive.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.transitive.q", maxConcurrent: 2)
+    let r = WorkQueue(name: "af.transitive.r", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let d1 = r.add(name: "D1", after: a) { $0 + 1 }
+    let d2 = q.add(name: "D2", after: d1) { $0 + 1 }
+    p.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'D2'"), "\(outcome)")
+    #expect(try await d2.value == 3)
+  }
+
+  /// On R: D depends on A, a barrier follows D, and F was added after the barrier (a follower: it waits for the
+  /// barrier, but is not in its list of dependents). G on Q depends on F. Only the barrier's followers lead to G.
+  @Test func aBarriersFollowerOnTheWayIsSeen() async throws {
+    let p = WorkQueue(name: "af.barrier.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.barrier.q", maxConcurrent: 2)
+    let r = WorkQueue(name: "af.barrier.r", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    r.add(name: "D", after: a) { $0 + 1 }
+    r.addBarrier(name: "barrier") {}
+    let f = r.add(name: "F") { 5 }
+    let g = q.add(name: "G", after: f) { $0 + 1 }
+    p.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'G'"), "\(outcome)")
+    #expect(try await g.value == 6)
+  }
+
+  /// B, running on Q, waits (`Work.wait()`) for A's work: B's work can only complete after A's.
+  @Test func aBodyOfTheQueueWaitingForTheBodysWorkIsSeen() async throws {
+    let p = WorkQueue(name: "af.waits.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.waits.q", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let waited = Slot()
+    let b = q.add(name: "B") { () -> Int in
+      waited.set(ReviewSession24Tests.outcome(of: a))
+      return 2
+    }
+    // B's wait for A (unstarted on a suspended queue, so not refused) is recorded and checked before A runs.
+    let recorded = await eventually { BodyWaits.shared.snapshot().contains { $0.waiter === b } }
+    #expect(recorded)
+    p.resume()
+    let outcome = result.await() ?? "hung"
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'B'"), "\(outcome)")
+    #expect(waited.await() == "value 1")
+    #expect(try await b.value == 2)
+  }
+
+  /// The blocking form from a synchronous body stops the program, naming both works and both queues.
+  @Test func waitUntilAllFinishedFromABodyWhileTheQueueHoldsADependentStops() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      let p = WorkQueue(name: "af.sync.p")
+      let q = WorkQueue(name: "af.sync.q")
+      p.suspend()
+      let a = p.add(name: "waiter") { q.waitUntilAllFinished() }
+      q.add(name: "dependent", dependencies: [a]) {}
+      p.resume()
+      // The child stops inside the body; this only keeps the main thread alive until then.
+      sleep(30)
+    }
+    let output = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(
+      output.contains(
+        "WorkQueue 'af.sync.q': waitUntilAllFinished() called from inside work 'waiter' of WorkQueue 'af.sync.p', "
+          + "while work 'dependent' of this queue can only complete after that work"),
+      "\(output)")
+  }
+
+  // MARK: - Not refused: waits that end
+
+  /// Q holds unfinished work that does not wait for A (gated, opened a moment later): the await returns.
+  @Test func unrelatedUnfinishedWorkIsWaitedFor() async throws {
+    let p = WorkQueue(name: "af.unrelated.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.unrelated.q", maxConcurrent: 2)
+    let gate = SpindleTestSupport.Gate()
+    let other = p.add(name: "other") { 7 }
+    let (_, result) = Self.awaitingBody(on: p, for: q)
+    // On Q: work gated, and a dependent of other work of P (not of A).
+    q.add(name: "gated") { gate.wait() }
+    q.add(name: "after other", after: other) { $0 + 1 }
+    p.resume()
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { gate.open() }
+    #expect(result.await() == "returned")
+  }
+
+  /// A dependent of A that was cancelled has completed: it no longer holds Q, and the await returns.
+  @Test func aCancelledDependentDoesNotCount() async throws {
+    let p = WorkQueue(name: "af.cancelled.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.cancelled.q", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let d = q.add(name: "D", after: a) { $0 + 1 }
+    d.cancel()
+    p.resume()
+    #expect(result.await() == "returned")
+  }
+
+  /// A task that A's body started may outlive the body: its await of Q, which holds a dependent of A, returns once A
+  /// ended and the dependent ran. Only the body's own task is checked.
+  @Test func aTaskTheBodyStartedIsNotRefused() async throws {
+    let p = WorkQueue(name: "af.task.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.task.q", maxConcurrent: 2)
+    let task = Box<Task<String, Never>>()
+    p.suspend()
+    let a = p.add(name: "A") { () async -> Int in
+      task.set(Task { await Self.outcome(ofAllFinished: q) })
+      return 1
+    }
+    let d = q.add(name: "D", after: a) { $0 + 1 }
+    p.resume()
+    #expect(try await d.value == 2)
+    #expect(await task.get.value == "returned")
+  }
+
+  /// From a synchronous body of P, the blocking form waits for unrelated work of Q and returns.
+  @Test func waitUntilAllFinishedFromABodyReturnsWhenNothingWaitsForIt() async throws {
+    let p = WorkQueue(name: "af.sync-ok.p")
+    let q = WorkQueue(name: "af.sync-ok.q")
+    let gate = SpindleTestSupport.Gate()
+    let unrelated = q.add(name: "unrelated") { () -> Int in
+      gate.wait()
+      return 3
+    }
+    let a = p.add(name: "A") { () -> Bool in
+      q.waitUntilAllFinished()
+      return unrelated.state == .finished
+    }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { gate.open() }
+    #expect(try await a.value)
+  }
+}
