@@ -40,6 +40,14 @@ struct AllFinishedAcrossQueuesTests {
     return (a, result)
   }
 
+  /// The outcome of A's await; if it did not end within the bound, "hung", after cancelling A (its await then ends
+  /// with `CancellationError`, and what waits for A can run: the test fails instead of hanging).
+  static func settle(_ result: Slot, cancelling a: Work<Int>) -> String {
+    if let outcome = result.await() { return outcome }
+    a.cancel()
+    return "hung"
+  }
+
   // MARK: - Refused: the queue holds work that can only complete after the body's
 
   @Test func awaitingTheQueueOfADependentOfTheBodysWorkIsRefused() async throws {
@@ -48,7 +56,7 @@ struct AllFinishedAcrossQueuesTests {
     let (a, result) = Self.awaitingBody(on: p, for: q)
     let d = q.add(name: "D", after: a) { $0 + 1 }
     p.resume()
-    let outcome = result.await() ?? "hung"
+    let outcome = Self.settle(result, cancelling: a)
     #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'") && outcome.contains("depends on it"), "\(outcome)")
     // Refused, the body ends: D runs and Q drains.
     #expect(try await d.value == 2)
@@ -64,7 +72,7 @@ struct AllFinishedAcrossQueuesTests {
     let d1 = r.add(name: "D1", after: a) { $0 + 1 }
     let d2 = q.add(name: "D2", after: d1) { $0 + 1 }
     p.resume()
-    let outcome = result.await() ?? "hung"
+    let outcome = Self.settle(result, cancelling: a)
     #expect(outcome.hasPrefix("refused:") && outcome.contains("'D2'"), "\(outcome)")
     #expect(try await d2.value == 3)
   }
@@ -81,7 +89,7 @@ struct AllFinishedAcrossQueuesTests {
     let f = r.add(name: "F") { 5 }
     let g = q.add(name: "G", after: f) { $0 + 1 }
     p.resume()
-    let outcome = result.await() ?? "hung"
+    let outcome = Self.settle(result, cancelling: a)
     #expect(outcome.hasPrefix("refused:") && outcome.contains("'G'"), "\(outcome)")
     #expect(try await g.value == 6)
   }
@@ -100,7 +108,7 @@ struct AllFinishedAcrossQueuesTests {
     let recorded = await eventually { BodyWaits.shared.snapshot().contains { $0.waiter === b } }
     #expect(recorded)
     p.resume()
-    let outcome = result.await() ?? "hung"
+    let outcome = Self.settle(result, cancelling: a)
     #expect(outcome.hasPrefix("refused:") && outcome.contains("'B'"), "\(outcome)")
     #expect(waited.await() == "value 1")
     #expect(try await b.value == 2)
@@ -134,13 +142,13 @@ struct AllFinishedAcrossQueuesTests {
     let q = WorkQueue(name: "af.unrelated.q", maxConcurrent: 2)
     let gate = SpindleTestSupport.Gate()
     let other = p.add(name: "other") { 7 }
-    let (_, result) = Self.awaitingBody(on: p, for: q)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
     // On Q: work gated, and a dependent of other work of P (not of A).
     q.add(name: "gated") { gate.wait() }
     q.add(name: "after other", after: other) { $0 + 1 }
     p.resume()
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { gate.open() }
-    #expect(result.await() == "returned")
+    #expect(Self.settle(result, cancelling: a) == "returned")
   }
 
   /// A dependent of A that was cancelled has completed: it no longer holds Q, and the await returns.
@@ -151,18 +159,27 @@ struct AllFinishedAcrossQueuesTests {
     let d = q.add(name: "D", after: a) { $0 + 1 }
     d.cancel()
     p.resume()
-    #expect(result.await() == "returned")
+    #expect(Self.settle(result, cancelling: a) == "returned")
   }
 
-  /// A task that A's body started may outlive the body: its await of Q, which holds a dependent of A, returns once A
-  /// ended and the dependent ran. Only the body's own task is checked.
+  /// A task that A's body started may outlive the body: its await of Q, which holds a dependent of A, begins while A
+  /// runs and returns once A ended and the dependent ran. Only the body's own task is checked.
   @Test func aTaskTheBodyStartedIsNotRefused() async throws {
     let p = WorkQueue(name: "af.task.p", maxConcurrent: 2)
     let q = WorkQueue(name: "af.task.q", maxConcurrent: 2)
     let task = Box<Task<String, Never>>()
+    let awaiting = Slot()
     p.suspend()
     let a = p.add(name: "A") { () async -> Int in
-      task.set(Task { await Self.outcome(ofAllFinished: q) })
+      task.set(
+        Task {
+          awaiting.set("yes")
+          return await Self.outcome(ofAllFinished: q)
+        })
+      // A is still running when the task's await begins (and is checked, if it were).
+      let deadline = ContinuousClock.now + .seconds(10)
+      while awaiting.get == nil && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
+      try? await Task.sleep(for: .milliseconds(20))
       return 1
     }
     let d = q.add(name: "D", after: a) { $0 + 1 }
