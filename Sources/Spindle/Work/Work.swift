@@ -143,7 +143,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
 
   /// Begins a wait for this work by the calling code: calls `completed` with the outcome once the work completes, and,
   /// when `waiter` is the body the wait holds up (``WorkEngine/holdingWaiter()``), records the wait (``BodyWaits``) and
-  /// checks it (``WorkEngine/checkWait(of:for:_:)``), throwing when it could never end. Returns the wait's slot count
+  /// checks it (``WorkEngine/checkWait(of:for:_:keeping:)``), throwing when it could never end. Returns the wait's slot count
   /// entry and its record, to end when the wait is over.
   private final func beginCheckedWait(
     by waiter: AnyWork?,
@@ -166,10 +166,13 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
     // Run side by side, two bodies beginning to wait for each other both passed (for unstarted work in each other's
     // last slot: each saw the other's wait unchecked, which does not count against slots) or were both refused (for
     // each other's work: each saw the other's recorded wait).
+    // What the check took a reference to is let go of after the lock (see `WorkEngine.checkWait`): a deinit it ends
+    // up running is user code, and runs outside it.
+    var keep: [AnyObject] = []
     let checked: Result<BodyWaitRecord?, WorkDeadlockError> = WorkEngine.waitChecks.withLock {
       let record = WorkEngine.recordWait(of: waiter, for: self)
       do throws(WorkDeadlockError) {
-        try WorkEngine.checkWait(of: waiter, for: self, blocked)
+        try WorkEngine.checkWait(of: waiter, for: self, blocked, keeping: &keep)
       } catch {
         record?.end()
         return .failure(error)
@@ -177,6 +180,7 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       record?.markChecked()
       return .success(record)
     }
+    _ = consume keep
     return (blocked, try checked.get())
   }
 

@@ -506,7 +506,7 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// The work whose body the calling code is, when a wait from here holds that work up (``waitHoldsUp(_:)``): the
-  /// waits that ``recordWait(of:for:)`` records and ``checkWait(of:for:_:)`` checks. `nil` for any other caller,
+  /// waits that ``recordWait(of:for:)`` records and ``checkWait(of:for:_:keeping:)`` checks. `nil` for any other caller,
   /// whose wait needs no check (the work it waits for completes without it).
   static func holdingWaiter() -> AnyWork? {
     guard let current = WorkContext.currentWork, waitHoldsUp(current) else { return nil }
@@ -522,7 +522,7 @@ final class WorkEngine: @unchecked Sendable {
   static let waitChecks = PlatformMutex()
 
   /// Records in ``BodyWaits`` that `waiter`'s body (``holdingWaiter()``) waits for `work`; returns the record, to end
-  /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:)``.
+  /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:keeping:)``.
   static func recordWait(of waiter: AnyWork, for work: AnyWork) -> BodyWaitRecord? {
     guard waiter !== work else { return nil }
     BodyWaits.shared.begin(waiter, for: work)
@@ -532,7 +532,13 @@ final class WorkEngine: @unchecked Sendable {
   /// Checks that the body of `current` (``holdingWaiter()``) may block waiting for `work`, and counts the wait in the
   /// blocked-wait count of `work`'s engine (through `blocked`, whose `end()` the work's completion calls); throws when
   /// the wait could never end.
-  static func checkWait(of current: AnyWork, for work: AnyWork, _ blocked: BlockedWait) throws(WorkDeadlockError) {
+  ///
+  /// Every object the check takes a reference to goes to `keep`, for the caller to let go of once it no longer holds
+  /// ``waitChecks``: the check may hold the last reference to work that completed meanwhile (and everything else let
+  /// go of), whose value's deinit, user code, must not run under that lock (another body's check would wait for it).
+  static func checkWait(
+    of current: AnyWork, for work: AnyWork, _ blocked: BlockedWait, keeping keep: inout [AnyObject]
+  ) throws(WorkDeadlockError) {
     func deadlock(_ reason: String, _ queue: String) -> WorkDeadlockError {
       WorkDeadlockError(work: work.name, waiter: current.name, queue: queue, reason: reason)
     }
@@ -549,7 +555,7 @@ final class WorkEngine: @unchecked Sendable {
       throw deadlock("the body holds the exclusivity key '\(key)' that the work needs", queueName)
     }
     // Work that can complete only after this body's work, on any queue (it depends on it, and so on).
-    if !done, let path = work.mustWait(for: current) {
+    if !done, let path = work.mustWait(for: current, keeping: &keep) {
       if path == .waits {
         throw deadlock(
           "bodies would wait for each other: the work waits, directly or through other waits, for this body's work",
@@ -579,6 +585,7 @@ final class WorkEngine: @unchecked Sendable {
     // without it, a body waiting for such work counted as stuck (a later wait was refused after the width was lowered,
     // though every body would have ended).
     let mayHaveStarted = engine.withState { $0.blockedWaits.targetsNeedingASlot() }
+    keep.append(contentsOf: mayHaveStarted as [AnyObject])
     let startedSince = mayHaveStarted.filter { target in
       target.lock.withLock { target.phase.isStarted && target.extras?.options.retry == nil }
     }
@@ -631,13 +638,17 @@ extension AnyWork {
   /// `other`'s body is in the check (except by a cancel), so the paths the walk finds stay true.
   ///
   /// Unstarted work also needs a slot of its queue: when the body in every slot of that queue waits for work that must
-  /// wait for `other` (or is `other`'s), it can never start (``slotsAreHeld(on:behind:evaluating:)``). `evaluating`
+  /// wait for `other` (or is `other`'s), it can never start (``slotsAreHeld(on:behind:evaluating:keeping:)``). `evaluating`
   /// holds the queues whose slots are being looked at by the walks that led here: unstarted work of such a queue counts
   /// as behind `other`. That is the assumption under test (the greatest fixpoint): it is kept only when at least the
   /// queue's width of its bodies wait behind `other` under it, and those bodies then wait only for `other`, for each
   /// other, or for the slots they hold themselves, so none of them ever ends. (Counting such a queue as having a slot
   /// that frees missed the simplest case: both slots of E wait for X on F, which waits for work unstarted on E.)
-  final func mustWait(for other: AnyWork, evaluating: Set<ObjectIdentifier> = []) -> WorkPath? {
+  ///
+  /// Each work and engine the walk meets goes to `keep` (see ``WorkEngine/checkWait(of:for:_:keeping:)``).
+  final func mustWait(
+    for other: AnyWork, evaluating: Set<ObjectIdentifier> = [], keeping keep: inout [AnyObject]
+  ) -> WorkPath? {
     /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for, and
     /// whether its slots are all held by bodies behind `other` (looked at once, when unstarted work of it is met).
     var queues: [ObjectIdentifier: (engine: WorkEngine, barrierOf: [ObjectIdentifier: AnyWork], held: Bool?)] = [:]
@@ -670,6 +681,8 @@ extension AnyWork {
             return barrierOf
           }
           queues[id] = (engine, barrierOf, nil)
+          keep.append(engine)
+          for barrier in barrierOf.values { keep.append(barrier) }
         }
         if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
         // A queue met again while its slots are looked at counts as held: that is what is being checked, and it holds
@@ -680,7 +693,7 @@ extension AnyWork {
           if let known = queues[id]?.held {
             held = known
           } else {
-            held = Self.slotsAreHeld(on: engine, behind: other, evaluating: evaluating.union([id]))
+            held = Self.slotsAreHeld(on: engine, behind: other, evaluating: evaluating.union([id]), keeping: &keep)
             queues[id]?.held = held
           }
           // Still unstarted after the slots were looked at, so it was while they were: a slot that freed meanwhile
@@ -689,6 +702,7 @@ extension AnyWork {
         }
       }
       for (work, link) in found {
+        keep.append(work)
         if work === other { return path.union(link) }
         if seen.insert(ObjectIdentifier(work)).inserted { next.append((work, path.union(link))) }
       }
@@ -731,17 +745,26 @@ extension AnyWork {
   }
 
   /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body whose wait
-  /// passed its check (``BodyWaits/snapshot()``) for work that must wait for `other` (``mustWait(for:evaluating:)``),
+  /// passed its check (``BodyWaits/snapshot()``) for work that must wait for `other` (``mustWait(for:evaluating:keeping:)``),
   /// or `other`'s own body. Unstarted
   /// work of `engine` then never gets a slot. A body that does not wait, or waits for anything else, ends and frees its
   /// slot; so does a body blocked in a way the engine does not see (a semaphore): it counts as ending.
-  static func slotsAreHeld(on engine: WorkEngine, behind other: AnyWork, evaluating: Set<ObjectIdentifier>) -> Bool {
+  static func slotsAreHeld(
+    on engine: WorkEngine, behind other: AnyWork, evaluating: Set<ObjectIdentifier>, keeping keep: inout [AnyObject]
+  ) -> Bool {
     let width = engine.withState { $0.scheduler.width }
     // `other`'s own wait is being checked: not in the snapshot yet, and its body holds a slot of its queue.
     var held = other.currentEngine === engine ? 1 : 0
     if held >= width { return true }
-    for (waiter, targets) in BodyWaits.shared.snapshot() where waiter !== other && waiter.currentEngine === engine {
-      let behind = targets.contains { $0 === other || $0.mustWait(for: other, evaluating: evaluating) != nil }
+    let waits = BodyWaits.shared.snapshot()
+    for (waiter, targets) in waits {
+      keep.append(waiter)
+      keep.append(contentsOf: targets as [AnyObject])
+    }
+    for (waiter, targets) in waits where waiter !== other && waiter.currentEngine === engine {
+      let behind = targets.contains {
+        $0 === other || $0.mustWait(for: other, evaluating: evaluating, keeping: &keep) != nil
+      }
       if behind {
         held += 1
         if held >= width { return true }
@@ -752,7 +775,7 @@ extension AnyWork {
 }
 
 /// The blocking waits (`Work.wait()`) of running bodies, on every queue: the work each body's work waits for. The
-/// deadlock check follows them back from the awaited work (``AnyWork/mustWait(for:)``), so bodies of different queues
+/// deadlock check follows them back from the awaited work (``AnyWork/mustWait(for:evaluating:keeping:)``), so bodies of different queues
 /// that would wait for each other are refused too.
 ///
 /// Only waits that hold up their work's completion are recorded (`WorkEngine.waitHoldsUp`): not those of tasks a body
@@ -807,7 +830,7 @@ final class BodyWaits: Sendable {
 
   /// Every waiting work with what its bodies wait for, as they are now: only the waits that passed their check.
   ///
-  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:)``): a wait counts there once it passed its check, so
+  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:keeping:)``): a wait counts there once it passed its check, so
   /// that a check never counts the wait being checked beside it. Checks run one at a time (``WorkEngine/waitChecks``),
   /// which makes that the waiter's own record only; it was what kept two bodies that began waiting for the same
   /// unstarted work together, in the last two slots of its queue, from both being refused when checks could overlap.
@@ -848,7 +871,7 @@ final class BodyWaitRecord: Sendable {
   }
 }
 
-/// The kinds of links that put one item behind another (see ``AnyWork/mustWait(for:)``).
+/// The kinds of links that put one item behind another (see ``AnyWork/mustWait(for:evaluating:keeping:)``).
 struct WorkPath: OptionSet, CustomStringConvertible {
   let rawValue: UInt8
   /// A dependent is behind its dependency.
@@ -911,7 +934,7 @@ final class BlockedWait: Sendable {
 /// attempts), or is running in a slot whose body is itself stuck, or when the waits form a cycle. Stuck bodies hold
 /// their slots until a slot frees, so once `maxConcurrent` of them are stuck, no slot ever frees: a wait that would
 /// make that many is refused. (A wait that closes a cycle is refused before it gets here, by
-/// ``AnyWork/mustWait(for:)``, which follows ``BodyWaits`` on every queue.) A body waiting for running work whose
+/// ``AnyWork/mustWait(for:evaluating:keeping:)``, which follows ``BodyWaits`` on every queue.) A body waiting for running work whose
 /// body is not waiting is not stuck: that work ends (and, should it wait later, its own check follows the waits to
 /// it).
 struct BlockedWaits {

@@ -61,11 +61,12 @@ struct WaitCheckLockTests {
         wGate.wait(seconds: 10)
         return Sentinel {
           // The deinit of W's value: which thread, and does another body's check get through meanwhile?
-          deinitRan.withLock { $0 = true }
           deinitOnChecker.withLock { $0 = WorkContext.currentWork === checker.getOptional }
           pGate.open()
           let through = eventually(within: 1) { AwaitCheckTests.isRecorded(p, waitingFor: z) }
           probeChecked.withLock { $0 = through }
+          // Last: the test then lets Z (and so P's wait) end.
+          deinitRan.withLock { $0 = true }
         }
       }
     }
