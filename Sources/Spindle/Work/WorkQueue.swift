@@ -176,7 +176,9 @@ public final class WorkQueue: Sendable {
   /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
   /// So it does when awaited by an `async` body of another queue while this queue holds work that can only complete
   /// after the body's work: a dependent of it (directly or through other work), work after a barrier that is one, or
-  /// work whose body waits for it. (Such work added after the check, while the body awaits, is not seen.)
+  /// work whose body waits for it. A dependent that a failing sibling dependency would end first counts too, as for
+  /// ``Work/wait()``. Not seen: such work added while the body awaits, work that needs the body's slot or an
+  /// exclusivity key it holds, and two bodies awaiting each other's queues.
   public func allFinished() async throws {
     if let current = WorkEngine.holdingWaiter(), current.currentEngine === engine {
       // A cancelled task's await ends at once (as below): it never hangs.
