@@ -1,6 +1,5 @@
 import Dispatch
 import SpindleTestSupport
-import Synchronization
 import Testing
 
 @testable import Spindle
@@ -20,16 +19,7 @@ struct SimultaneousWaitTests {
   typealias Box = ReviewSession24Tests.Box
   typealias Slot = ReviewSession24Tests.Slot
 
-  /// Two threads that arrive here leave together (each waits at most `seconds` for the other).
-  final class Rendezvous: Sendable {
-    private let arrived = Atomic<Int>(0)
-
-    func meet(seconds: Double = 10) {
-      arrived.wrappingAdd(1, ordering: .sequentiallyConsistent)
-      let deadline = ContinuousClock.now + .seconds(seconds * hangBoundScale)
-      while arrived.load(ordering: .sequentiallyConsistent) < 2 && ContinuousClock.now < deadline {}
-    }
-  }
+  typealias Rendezvous = SimultaneousWaitModelTests.Rendezvous
 
   /// Makes what A and B wait for, from A, B and their queues P and Q, once both run: (A's target, B's target).
   typealias Targets =
@@ -41,8 +31,8 @@ struct SimultaneousWaitTests {
   static func round(_ name: String, width: Int, targets: Targets) -> (a: String, b: String) {
     let p = WorkQueue(name: "\(name).p", maxConcurrent: width)
     let q = WorkQueue(name: "\(name).q", maxConcurrent: width)
-    let rendezvous = Rendezvous()
-    for queue in [p, q] { queue.engine.waitCheckHook.withLock { $0 = { rendezvous.meet() } } }
+    let rendezvous = Rendezvous(parties: 2)
+    for queue in [p, q] { queue.engine.waitCheckHook.withLock { $0 = { rendezvous.meet(seconds: 10) } } }
     defer { for queue in [p, q] { queue.engine.waitCheckHook.withLock { $0 = nil } } }
     let started = SpindleTestSupport.Gate()
     let ready = SpindleTestSupport.Gate()
