@@ -180,19 +180,21 @@ public final class WorkQueue: Sendable {
   /// ``Work/wait()``. Not seen: such work added while the body awaits, work that needs the body's slot or an
   /// exclusivity key it holds, and two bodies awaiting each other's queues.
   public func allFinished() async throws {
-    if let current = WorkEngine.holdingWaiter(), current.currentEngine === engine {
-      // A cancelled task's await ends at once (as below): it never hangs.
-      try Task.checkCancellation()
-      throw WorkDeadlockError(
-        work: current.name, waiter: current.name, queue: name,
-        reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")
-    }
-    if let current = WorkEngine.holdingWaiter(), let behind = current.firstBehind(on: engine) {
-      try Task.checkCancellation()
-      throw WorkDeadlockError(
-        work: behind.name, waiter: current.name, queue: name,
-        reason: "allFinished() waits for this work, which can only complete after the awaiting body's work (it "
-          + "depends on it, directly or through other work, follows a barrier that does, or its body waits for it)")
+    if let current = WorkEngine.holdingWaiter() {
+      if current.currentEngine === engine {
+        // A cancelled task's await ends at once (as below): it never hangs.
+        try Task.checkCancellation()
+        throw WorkDeadlockError(
+          work: current.name, waiter: current.name, queue: name,
+          reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")
+      }
+      if let behind = current.firstBehind(on: engine) {
+        try Task.checkCancellation()
+        throw WorkDeadlockError(
+          work: behind.name, waiter: current.name, queue: name,
+          reason: "allFinished() waits for this work, which can only complete after the awaiting body's work (it "
+            + "depends on it, directly or through other work, follows a barrier that does, or its body waits for it)")
+      }
     }
     try await engine.allFinished()
   }
