@@ -521,6 +521,23 @@ final class WorkEngine: @unchecked Sendable {
   /// there is no state under it, only the checks' order.
   static let waitChecks = PlatformMutex()
 
+  /// Checks, under ``waitChecks``, that the body of `current` (``holdingWaiter()``) may wait for `engine`'s queue to
+  /// have nothing unfinished, and records that wait in ``BodyWaits`` for later checks: returns the record (to end once
+  /// the wait is over), or the queue's work that can only complete after `current`'s (``AnyWork/firstBehind(on:keeping:)``)
+  /// when the wait could never end.
+  static func beginQueueWait(of current: AnyWork, for engine: WorkEngine) -> (
+    record: QueueWaitRecord?, behind: AnyWork?
+  ) {
+    var keep: [AnyObject] = []
+    let result: (QueueWaitRecord?, AnyWork?) = waitChecks.withLock {
+      if let behind = current.firstBehind(on: engine, keeping: &keep) { return (nil, behind) }
+      BodyWaits.shared.beginQueueWait(current, for: engine)
+      return (QueueWaitRecord(waiter: current, engine: engine), nil)
+    }
+    _ = consume keep
+    return result
+  }
+
   /// Records in ``BodyWaits`` that `waiter`'s body (``holdingWaiter()``) waits for `work`; returns the record, to end
   /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:keeping:)``.
   static func recordWait(of waiter: AnyWork, for work: AnyWork) -> BodyWaitRecord? {
@@ -652,6 +669,8 @@ extension AnyWork {
     /// Per queue met on the way (held alive meanwhile): the pending barrier each of its followers waits for, and
     /// whether its slots are all held by bodies behind `other` (looked at once, when unstarted work of it is met).
     var queues: [ObjectIdentifier: (engine: WorkEngine, barrierOf: [ObjectIdentifier: AnyWork], held: Bool?)] = [:]
+    let otherEngine = other.currentEngine
+    if let otherEngine { keep.append(otherEngine) }
     var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
     var next: [(AnyWork, WorkPath)] = [(self, [])]
     var found: [(AnyWork, WorkPath)] = []
@@ -670,6 +689,8 @@ extension AnyWork {
         found.append((holder, .key))
       }
       BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
+      // A body that waits for `other`'s queue to have nothing unfinished waits for `other` (running: unfinished).
+      if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) { return path.union(.waits) }
       if let engine {
         let id = ObjectIdentifier(engine)
         if queues[id] == nil {
@@ -720,8 +741,19 @@ extension AnyWork {
   /// with `engine`'s size. Not followed: the line of work waiting for an exclusivity key this work holds. A dependent
   /// that a failed sibling dependency would end without this work is still counted, as the walk back of
   /// ``mustWait(for:evaluating:)`` counts it.
-  final func firstBehind(on engine: WorkEngine) -> AnyWork? {
+  ///
+  /// Each work and engine the walk meets goes to `keep` (see ``WorkEngine/checkWait(of:for:_:keeping:)``).
+  final func firstBehind(on engine: WorkEngine, keeping keep: inout [AnyObject]) -> AnyWork? {
     let waits = BodyWaits.shared.snapshot()
+    let queueWaits = BodyWaits.shared.queueSnapshot()
+    for (waiter, targets) in waits {
+      keep.append(waiter)
+      keep.append(contentsOf: targets as [AnyObject])
+    }
+    for (waiter, engines) in queueWaits {
+      keep.append(waiter)
+      keep.append(contentsOf: engines as [AnyObject])
+    }
     var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
     var next: [AnyWork] = [self]
     var found: [AnyWork] = []
@@ -739,6 +771,10 @@ extension AnyWork {
         found.append(contentsOf: followers)
       }
       for (waiter, targets) in waits where targets.contains(where: { $0 === item }) { found.append(waiter) }
+      // A body waiting for the item's queue to have nothing unfinished waits for the item.
+      for (waiter, engines) in queueWaits where engines.contains(where: { $0 === itemEngine }) { found.append(waiter) }
+      keep.append(itemEngine)
+      keep.append(contentsOf: found as [AnyObject])
       for work in found where seen.insert(ObjectIdentifier(work)).inserted { next.append(work) }
     }
     return nil
@@ -791,6 +827,37 @@ final class BodyWaits: Sendable {
   /// its check.
   private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [(work: AnyWork, checked: Bool)])]>([:])
 
+  /// Per waiting work (kept alive while it waits), the queues its bodies wait for to have nothing unfinished
+  /// (`allFinished()`, `waitUntilAllFinished()`), each recorded once its check passed.
+  private let queueWaits = Locked<[ObjectIdentifier: (waiter: AnyWork, engines: [WorkEngine])]>([:])
+
+  /// Records that `waiter`'s body waits for `engine`'s queue to have nothing unfinished (its check passed).
+  func beginQueueWait(_ waiter: AnyWork, for engine: WorkEngine) {
+    queueWaits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].engines.append(engine) }
+  }
+
+  /// Removes one record of `waiter`'s body waiting for `engine`'s queue (released after the lock).
+  func endQueueWait(_ waiter: AnyWork, for engine: WorkEngine) {
+    let removed: (waiter: AnyWork, engines: [WorkEngine])? = queueWaits.withLock { waits in
+      let id = ObjectIdentifier(waiter)
+      guard var entry = waits[id], let index = entry.engines.firstIndex(where: { $0 === engine }) else { return nil }
+      entry.engines.remove(at: index)
+      if entry.engines.isEmpty { return waits.removeValue(forKey: id) } else { waits[id] = entry }
+      return nil
+    }
+    _ = consume removed
+  }
+
+  /// Whether a body of `waiter` waits for `engine`'s queue to have nothing unfinished.
+  func waitsForQueue(_ waiter: AnyWork, _ engine: WorkEngine) -> Bool {
+    queueWaits.withLock { $0[ObjectIdentifier(waiter)]?.engines.contains { $0 === engine } ?? false }
+  }
+
+  /// Every work whose bodies wait for queues to have nothing unfinished, with those queues.
+  func queueSnapshot() -> [(waiter: AnyWork, engines: [WorkEngine])] {
+    queueWaits.withLock { Array($0.values) }
+  }
+
   /// Records that `waiter`'s body waits for `target` (not yet checked).
   func begin(_ waiter: AnyWork, for target: AnyWork) {
     waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append((target, false)) }
@@ -842,6 +909,24 @@ final class BodyWaits: Sendable {
         return checked.isEmpty ? nil : (entry.waiter, checked)
       }
     }
+  }
+}
+
+/// One record of ``BodyWaits`` of a body's wait for a queue to have nothing unfinished, ended once.
+final class QueueWaitRecord: Sendable {
+  let waiter: AnyWork
+  let engine: WorkEngine
+  private let ended = Atomic<Bool>(false)
+
+  init(waiter: AnyWork, engine: WorkEngine) {
+    self.waiter = waiter
+    self.engine = engine
+  }
+
+  /// Removes the record from ``BodyWaits`` (only the first call does).
+  func end() {
+    guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    BodyWaits.shared.endQueueWait(waiter, for: engine)
   }
 }
 

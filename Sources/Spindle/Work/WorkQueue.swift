@@ -157,7 +157,13 @@ public final class WorkQueue: Sendable {
       WorkQueue.standardErrorMisuseHandler(message)  // also in optimized builds, which drop the trap's message
       preconditionFailure(message)
     }
-    if let current = WorkEngine.holdingWaiter(), let behind = current.firstBehind(on: engine) {
+    if let current = WorkEngine.holdingWaiter() {
+      let (record, behind) = WorkEngine.beginQueueWait(of: current, for: engine)
+      guard let behind else {
+        defer { record?.end() }
+        engine.waitUntilAllFinished()
+        return
+      }
       let message =
         "WorkQueue '\(name)': waitUntilAllFinished() called from inside work '\(current.name ?? "unnamed")' of "
         + "WorkQueue '\(current.queueName)', while work '\(behind.name ?? "unnamed")' of this queue can only complete "
@@ -177,8 +183,10 @@ public final class WorkQueue: Sendable {
   /// So it does when awaited by an `async` body of another queue while this queue holds work that can only complete
   /// after the body's work: a dependent of it (directly or through other work), work after a barrier that is one, or
   /// work whose body waits for it. A dependent that a failing sibling dependency would end first counts too, as for
-  /// ``Work/wait()``. Not seen: such work added while the body awaits, work that needs the body's slot or an
-  /// exclusivity key it holds, and two bodies awaiting each other's queues.
+  /// ``Work/wait()``. The wait is recorded for the checks that follow: a body of this queue that then waits for the
+  /// awaiting body's work (``Work/wait()``, ``Work/value``), or awaits the awaiting body's queue, is refused. Not
+  /// seen: work that needs the body's slot or an exclusivity key it holds, and work of this queue that waits for the
+  /// body only through other work of this queue.
   public func allFinished() async throws {
     if let current = WorkEngine.holdingWaiter() {
       if current.currentEngine === engine {
@@ -188,13 +196,17 @@ public final class WorkQueue: Sendable {
           work: current.name, waiter: current.name, queue: name,
           reason: "allFinished() was awaited by a body of the same queue, and it waits for this body's own work too")
       }
-      if let behind = current.firstBehind(on: engine) {
+      let (record, behind) = WorkEngine.beginQueueWait(of: current, for: engine)
+      if let behind {
         try Task.checkCancellation()
         throw WorkDeadlockError(
           work: behind.name, waiter: current.name, queue: name,
           reason: "allFinished() waits for this work, which can only complete after the awaiting body's work (it "
             + "depends on it, directly or through other work, follows a barrier that does, or its body waits for it)")
       }
+      defer { record?.end() }
+      try await engine.allFinished()
+      return
     }
     try await engine.allFinished()
   }
