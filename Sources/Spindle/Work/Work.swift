@@ -157,28 +157,23 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
       blocked.end()
       completed(result)
     }
-    // Recorded before the check, for the checks of waits across queues (see `BodyWaits`).
     guard let waiter else { return (blocked, nil) }
     #if DEBUG
       if let hook = waiter.currentEngine?.waitCheckHook.withLock({ $0 }) { hook() }
     #endif
-    // One check at a time in the process: a check then sees every wait that began before it, recorded and checked.
-    // Run side by side, two bodies beginning to wait for each other both passed (for unstarted work in each other's
-    // last slot: each saw the other's wait unchecked, which does not count against slots) or were both refused (for
-    // each other's work: each saw the other's recorded wait).
+    // One check at a time in the process, and a wait that passed is recorded (`BodyWaits`) before the next check: each
+    // check sees every wait that began before it. Run side by side, two bodies beginning to wait for each other both
+    // passed (for unstarted work in each other's last slot) or were both refused (for each other's work).
     // What the check took a reference to is let go of after the lock (see `WorkEngine.checkWait`): a deinit it ends
     // up running is user code, and runs outside it.
     var keep: [AnyObject] = []
     let checked: Result<BodyWaitRecord?, WorkDeadlockError> = WorkEngine.waitChecks.withLock {
-      let record = WorkEngine.recordWait(of: waiter, for: self)
       do throws(WorkDeadlockError) {
         try WorkEngine.checkWait(of: waiter, for: self, blocked, keeping: &keep)
       } catch {
-        record?.end()
         return .failure(error)
       }
-      record?.markChecked()
-      return .success(record)
+      return .success(WorkEngine.recordWait(of: waiter, for: self))
     }
     _ = consume keep
     return (blocked, try checked.get())

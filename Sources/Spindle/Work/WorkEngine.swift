@@ -539,7 +539,8 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// Records in ``BodyWaits`` that `waiter`'s body (``holdingWaiter()``) waits for `work`; returns the record, to end
-  /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call before ``checkWait(of:for:_:keeping:)``.
+  /// (``BodyWaitRecord/end()``) as soon as the wait is over. Call once ``checkWait(of:for:_:keeping:)`` passed, under
+  /// ``waitChecks``.
   static func recordWait(of waiter: AnyWork, for work: AnyWork) -> BodyWaitRecord? {
     guard waiter !== work else { return nil }
     BodyWaits.shared.begin(waiter, for: work)
@@ -815,17 +816,16 @@ extension AnyWork {
 /// that would wait for each other are refused too.
 ///
 /// Only waits that hold up their work's completion are recorded (`WorkEngine.waitHoldsUp`): not those of tasks a body
-/// started. A body's wait is recorded at the start of its check and removed when the wait returns or throws. Checks
-/// run one at a time (``WorkEngine/waitChecks``): of two bodies that begin waiting for each other at the same moment,
-/// the second to be checked sees the first's wait, recorded and checked, and only it is refused. One lock for the
+/// started. A body's wait is recorded once its check passed, under ``WorkEngine/waitChecks`` (checks run one at a
+/// time), and removed when the wait returns or throws: of two bodies that begin waiting for each other at the same
+/// moment, the second to be checked sees the first's wait, and only it is refused. One lock for the
 /// process, taken only by waits from bodies, and inside nothing but ``WorkEngine/waitChecks``.
 final class BodyWaits: Sendable {
   static let shared = BodyWaits()
 
   /// Per waiting work (kept alive while it waits), what its bodies wait for (one at a time per body; a list in case a
-  /// body's work is also current on another thread, through a task that inherited it), and whether each wait passed
-  /// its check.
-  private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [(work: AnyWork, checked: Bool)])]>([:])
+  /// body's work is also current on another thread, through a task that inherited it).
+  private let waits = Locked<[ObjectIdentifier: (waiter: AnyWork, targets: [AnyWork])]>([:])
 
   /// Per waiting work (kept alive while it waits), the queues its bodies wait for to have nothing unfinished
   /// (`allFinished()`, `waitUntilAllFinished()`), each recorded once its check passed.
@@ -858,25 +858,16 @@ final class BodyWaits: Sendable {
     queueWaits.withLock { Array($0.values) }
   }
 
-  /// Records that `waiter`'s body waits for `target` (not yet checked).
+  /// Records that `waiter`'s body waits for `target` (its check passed).
   func begin(_ waiter: AnyWork, for target: AnyWork) {
-    waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append((target, false)) }
-  }
-
-  /// Marks a wait of `waiter`'s body for `target` as one that passed its check (see ``snapshot()``).
-  func markChecked(_ waiter: AnyWork, for target: AnyWork) {
-    waits.withLock { waits in
-      let id = ObjectIdentifier(waiter)
-      guard let index = waits[id]?.targets.firstIndex(where: { $0.work === target && !$0.checked }) else { return }
-      waits[id]?.targets[index].checked = true
-    }
+    waits.withLock { $0[ObjectIdentifier(waiter), default: (waiter, [])].targets.append(target) }
   }
 
   /// Removes one record of `waiter`'s body waiting for `target` (the works are released after the lock).
   func end(_ waiter: AnyWork, for target: AnyWork) {
-    let removed: (waiter: AnyWork, targets: [(work: AnyWork, checked: Bool)])? = waits.withLock { waits in
+    let removed: (waiter: AnyWork, targets: [AnyWork])? = waits.withLock { waits in
       let id = ObjectIdentifier(waiter)
-      guard var entry = waits[id], let index = entry.targets.firstIndex(where: { $0.work === target }) else {
+      guard var entry = waits[id], let index = entry.targets.firstIndex(where: { $0 === target }) else {
         return nil
       }
       entry.targets.remove(at: index)
@@ -886,29 +877,20 @@ final class BodyWaits: Sendable {
     _ = consume removed
   }
 
-  /// Calls `body` with each work that `waiter`'s bodies wait for, checked or not (under this registry's lock: `body`
-  /// takes no lock).
+  /// Calls `body` with each work that `waiter`'s bodies wait for (under this registry's lock: `body` takes no lock).
   func forEachTarget(of waiter: AnyWork, _ body: (AnyWork) -> Void) {
     waits.withLock { waits in
       guard let targets = waits[ObjectIdentifier(waiter)]?.targets else { return }
-      for target in targets { body(target.work) }
+      for target in targets { body(target) }
     }
   }
 
-  /// Every waiting work with what its bodies wait for, as they are now: only the waits that passed their check.
-  ///
-  /// For the slots (``AnyWork/slotsAreHeld(on:behind:evaluating:keeping:)``): a wait counts there once it passed its check, so
-  /// that a check never counts the wait being checked beside it. Checks run one at a time (``WorkEngine/waitChecks``),
-  /// which makes that the waiter's own record only; it was what kept two bodies that began waiting for the same
-  /// unstarted work together, in the last two slots of its queue, from both being refused when checks could overlap.
-  /// The same-queue slot count refuses the second of two such waits.
+  /// Every waiting work with what its bodies wait for, as they are now. A wait is recorded once its check passed, so
+  /// a check never counts the wait being checked (``AnyWork/slotsAreHeld(on:behind:evaluating:keeping:)``): of two
+  /// bodies that begin waiting for the same unstarted work in the last two slots of its queue, only the second is
+  /// refused.
   func snapshot() -> [(waiter: AnyWork, targets: [AnyWork])] {
-    waits.withLock { waits in
-      waits.values.compactMap { entry in
-        let checked = entry.targets.filter(\.checked).map(\.work)
-        return checked.isEmpty ? nil : (entry.waiter, checked)
-      }
-    }
+    waits.withLock { waits in waits.values.map { ($0.waiter, $0.targets) } }
   }
 }
 
@@ -941,12 +923,6 @@ final class BodyWaitRecord: Sendable {
   init(waiter: AnyWork, target: AnyWork) {
     self.waiter = waiter
     self.target = target
-  }
-
-  /// Marks the wait as one that passed its check (unless it already ended).
-  func markChecked() {
-    guard !ended.load(ordering: .acquiring) else { return }
-    BodyWaits.shared.markChecked(waiter, for: target)
   }
 
   /// Removes the record from ``BodyWaits`` (only the first call does).
