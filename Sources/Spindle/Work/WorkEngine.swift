@@ -254,13 +254,16 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Puts a new item on `incoming` (the next critical section registers it) and wires it to its dependencies; it
   /// starts once they finished and a slot is free.
-  func admit(_ work: AnyWork, first: AnyWork?, dependencies: [AnyWork]) {
+  ///
+  /// A barrier (`followsBarrier`: it already follows the barrier before it) is on the engine's list of pending
+  /// barriers before it is admitted, and never follows one added after it.
+  func admit(_ work: AnyWork, first: AnyWork?, dependencies: [AnyWork], followsBarrier alreadyFollows: Bool = false) {
     emit(.added, for: work)
-    var followsBarrier = false
-    if barrierHint.load(ordering: .relaxed) {
+    var followsBarrier = alreadyFollows
+    if !work.isBarrier && barrierHint.load(ordering: .relaxed) {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
       followsBarrier = withState { state in
-        guard let last = state.barriers.indices.last, state.barriers[last].barrier !== work else { return false }
+        guard let last = state.barriers.indices.last else { return false }
         work.remaining.wrappingAdd(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
         return true

@@ -43,14 +43,13 @@ extension WorkQueue {
       preconditionFailure(message)
     }
     let type = Work<Void>.self
-    let before = engine.withState { $0.unfinishedItems() }
     let barrier = type.init(
       engine: engine,
       name: name ?? "barrier",
       priority: .veryHigh,
-      dependencyCount: before.count,
+      dependencyCount: 0,
       acceptsFailedDependencies: true,
-      dependencies: DependencyList(first: nil, more: before),
+      dependencies: .none,
       extras: nil,
       body: .sync { [type] work in
         type.runSync(work) {
@@ -60,11 +59,29 @@ extension WorkQueue {
       }
     )
     barrier.isBarrier = true
-    engine.withState { state in
+    // What the barrier waits for, and its place among the pending barriers, in one critical section: taken in two, a
+    // barrier added by another thread in between could land before this one in the list yet follow it, and two
+    // threads adding barriers while a third cancelled them made cycles of barriers that never ended.
+    let (before, followsBarrier) = engine.withState { state in
+      let before = state.unfinishedItems()
+      // The previous pending barrier is waited for: as a dependency once it is registered, as a barrier to follow
+      // (released when it completes) while its own `addBarrier` has yet to admit it.
+      var follows = false
+      if let last = state.barriers.indices.last {
+        let previous = state.barriers[last].barrier
+        if !before.contains(where: { $0 === previous }) {
+          barrier.remaining.wrappingAdd(1, ordering: .relaxed)
+          state.barriers[last].followers.append(barrier)
+          follows = true
+        }
+      }
+      barrier.remaining.wrappingAdd(before.count, ordering: .relaxed)
+      barrier.dependencyList = DependencyList(first: nil, more: before)
       state.barriers.append((barrier, []))
       engine.barrierHint.store(true, ordering: .relaxed)
+      return (before, follows)
     }
-    engine.admit(barrier, first: nil, dependencies: before)
+    engine.admit(barrier, first: nil, dependencies: before, followsBarrier: followsBarrier)
     return barrier
   }
 
