@@ -955,6 +955,30 @@ public class AnyWork: @unchecked Sendable {
     return resolution
   }
 
+  /// ``dependencyResolved(on:)`` for work that no other thread can see yet (its creator has not published it): the
+  /// same count-down and move to `.ready`, without a read-modify-write or the item's lock. Whether it is ready now.
+  ///
+  /// Why: the first locked instruction after an item's fields are written waits until those writes reach the cache,
+  /// and the item's memory was last written by the worker that freed it, on the other core. On independent items
+  /// `perf` put about a tenth of the whole run on this function's `lock xadd` and `lock cmpxchg`; without them the
+  /// writes drain while the adding thread goes on, until it publishes the item.
+  @inline(__always)
+  final func dependencyResolvedUnpublished() -> Bool {
+    let left = remaining.load(ordering: .relaxed) &- 1
+    remaining.store(left, ordering: .relaxed)
+    guard left == 0 else { return false }
+    phase = .ready
+    // What an unwired item's list can hold: nothing, or the one dependency that had finished before it was added.
+    var done = DependencyList.none
+    swap(&done, &dependencyList)
+    switch consume done {
+    case .none, .valueSource: break
+    case .one(let work): _ = consume work
+    case .many(let works): _ = consume works
+    }
+    return true
+  }
+
   /// Runs `handler` once the work is complete and retired by its queue: now (on this thread) if it already is.
   final func whenCompleteErased(_ handler: @escaping @Sendable () -> Void) {
     // Work that ended but is not yet retired waits for the retire: a handler then always sees the work's queue

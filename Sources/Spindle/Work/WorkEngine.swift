@@ -309,11 +309,17 @@ final class WorkEngine: @unchecked Sendable {
   /// Admits work that waits for no dependency (any it had already finished) and follows no barrier: pending →
   /// ready, unless delayed, and onto `incoming`; the lock only if a slot is free and no worker lingers, or the engine
   /// does not hold itself. Nothing else can see the item before it is on `incoming` (a delay's timer starts after
-  /// `admit` returns), so it can be resolved first and pushed as ready.
+  /// `admit` returns), so it can be resolved first, without its lock, and pushed as ready; but for a barrier, which
+  /// the engine's list of pending barriers shows to other threads (the checks of waits read it) from before its
+  /// admission.
   @inline(__always)
   private func admitUnwired(_ work: AnyWork) {
     let ready: Bool
-    if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
+    if work.isBarrier {
+      if case .waiting = work.dependencyResolved(on: self) { ready = false } else { ready = true }
+    } else {
+      ready = work.dependencyResolvedUnpublished()
+    }
     #if DEBUG
       if let hook = admissionHook.withLock({ $0 }) { hook() }
     #endif
