@@ -746,9 +746,12 @@ extension AnyWork {
   ///
   /// Walks forward from this work: to its dependents (and theirs: a pending item's list holds every dependent added so
   /// far), to the followers of a pending barrier met on the way, and to the work of each body whose checked wait
-  /// (``BodyWaits``) is for work met on the way. Work that completed ends the walk (its dependents were told). Each
-  /// item's lock is taken alone, a queue's barriers under its lock; the cost grows with what waits for this work, not
-  /// with `engine`'s size. Not followed: the line of work waiting for an exclusivity key this work holds. A dependent
+  /// (``BodyWaits``) is for work met on the way. Work that completed ends the walk (its dependents were told). Unstarted
+  /// work needs a slot of its queue: once the bodies met on the way hold every slot of a queue (this body alone, on a
+  /// serial queue), that queue's unstarted work is behind this work too. Each item's lock is taken alone, a queue's
+  /// barriers and items under its lock; the cost grows with what waits for this work, not with `engine`'s size (but for
+  /// a queue whose slots are all held, whose unfinished work is read once per body met there). Not followed: the line
+  /// of work waiting for an exclusivity key this work holds. A dependent
   /// that a failed sibling dependency would end without this work is still counted, as the walk back of
   /// ``mustWait(for:evaluating:)`` counts it.
   ///
@@ -767,15 +770,35 @@ extension AnyWork {
     var seen: Set<ObjectIdentifier> = [ObjectIdentifier(self)]
     var next: [AnyWork] = [self]
     var found: [AnyWork] = []
+    // Per queue: the bodies met on the way that hold one of its slots (each running item met is this work's body, or a
+    // body whose checked wait is for work behind this one: none of them ends while this body waits).
+    var heldSlots: [ObjectIdentifier: Int] = [:]
+    // Unstarted work met because every slot of its queue is held that way: it counts only while it is unstarted.
+    var needsSlot: Set<ObjectIdentifier> = []
     while let item = next.popLast() {
       found.removeAll(keepingCapacity: true)
-      let (itemEngine, isBarrier): (WorkEngine?, Bool) = item.lock.withLock {
-        guard !item.phase.isFinal else { return (nil, false) }
+      let (itemEngine, isBarrier, phase): (WorkEngine?, Bool, Phase) = item.lock.withLock {
+        guard !item.phase.isFinal else { return (nil, false, item.phase) }
         item.dependents.forEachElement { found.append($0) }
-        return (item.engine?.takeUnretainedValue(), item.isBarrier)
+        return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase)
       }
       guard let itemEngine else { continue }
+      if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) { continue }
       if item !== self && itemEngine === engine { return item }
+      if phase == .running {
+        let id = ObjectIdentifier(itemEngine)
+        let held = heldSlots[id, default: 0] + 1
+        heldSlots[id] = held
+        // Every slot of the queue held by such a body: its unstarted work never starts while this body waits.
+        let unstarted = itemEngine.withState { state in held >= state.scheduler.width ? state.unfinishedItems() : [] }
+        for work in unstarted where !needsSlot.contains(ObjectIdentifier(work)) {
+          keep.append(work)
+          if !work.lock.withLock({ work.phase.isStarted }) {
+            needsSlot.insert(ObjectIdentifier(work))
+            found.append(work)
+          }
+        }
+      }
       if isBarrier {
         let followers = itemEngine.withState { state in state.barriers.first { $0.barrier === item }?.followers ?? [] }
         found.append(contentsOf: followers)

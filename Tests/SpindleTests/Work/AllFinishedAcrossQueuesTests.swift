@@ -114,6 +114,71 @@ struct AllFinishedAcrossQueuesTests {
     #expect(try await b.value == 2)
   }
 
+  // MARK: - Slots (session 27): unstarted work of a queue whose every slot is held behind the body
+
+  /// On serial P, A holds the only slot; X, unstarted on P, needs it; D on Q depends on X. The await would never end.
+  @Test func unstartedWorkNeedingTheBodysSerialSlotIsSeen() async throws {
+    let p = WorkQueue(name: "af.serial-slot.p", maxConcurrent: 1)
+    let q = WorkQueue(name: "af.serial-slot.q", maxConcurrent: 2)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let x = p.add(name: "X") { 1 }
+    let d = q.add(name: "D", after: x) { $0 + 1 }
+    p.resume()
+    let outcome = Self.settle(result, cancelling: a)
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'") && outcome.contains("slot"), "\(outcome)")
+    // Refused, A ends: X gets the slot, D runs, Q drains.
+    #expect(try await d.value == 2)
+    try await q.allFinished()
+  }
+
+  /// P is 2 wide: A holds one slot, B the other, and B waits for E (on R), a dependent of A. Neither slot can free
+  /// while A waits, so X, unstarted on P, never starts, and D on Q, which depends on X, never completes.
+  @Test func slotsHeldByTheBodyAndABodyWaitingBehindItAreSeen() async throws {
+    let p = WorkQueue(name: "af.held-slots.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.held-slots.q", maxConcurrent: 2)
+    let r = WorkQueue(name: "af.held-slots.r", maxConcurrent: 2)
+    let result = Slot()
+    let waited = Slot()
+    let box = Box<Work<Int>>()
+    p.suspend()
+    let b = p.add(name: "B") { () -> Int in
+      waited.set(ReviewSession24Tests.outcome(of: box.get))
+      return 3
+    }
+    let a = p.add(name: "A") { () async -> Int in
+      // Begins once B's wait for E is recorded (B then holds its slot behind A).
+      _ = await eventually { BodyWaits.shared.snapshot().contains { $0.waiter === b } }
+      result.set(await Self.outcome(ofAllFinished: q))
+      return 1
+    }
+    box.set(r.add(name: "E", after: a) { $0 + 1 })
+    let x = p.add(name: "X") { 1 }
+    let d = q.add(name: "D", after: x) { $0 + 1 }
+    p.resume()
+    let outcome = Self.settle(result, cancelling: a)
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'"), "\(outcome)")
+    #expect(waited.await() == "value 2")
+    #expect(try await b.value == 3)
+    #expect(try await d.value == 2)
+  }
+
+  /// P is 2 wide and its other slot is held by a body that does not wait behind A: X starts once that body ends,
+  /// so D completes and the await returns. (Counting the slot as held would refuse a wait that ends.)
+  @Test func aSlotHeldByABodyThatEndsIsNotCounted() async throws {
+    let p = WorkQueue(name: "af.free-slot.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.free-slot.q", maxConcurrent: 2)
+    let gate = SpindleTestSupport.Gate()
+    let g = p.add(name: "G") { gate.wait() }
+    let started = await eventually { g.state == .running }
+    #expect(started)
+    let (a, result) = Self.awaitingBody(on: p, for: q)
+    let x = p.add(name: "X") { 1 }
+    q.add(name: "D", after: x) { $0 + 1 }
+    p.resume()
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
+    #expect(Self.settle(result, cancelling: a) == "returned")
+  }
+
   /// The blocking form from a synchronous body stops the program, naming both works and both queues.
   @Test func waitUntilAllFinishedFromABodyWhileTheQueueHoldsADependentStops() async {
     let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
