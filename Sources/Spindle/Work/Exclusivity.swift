@@ -62,6 +62,17 @@ final class ExclusivityRegistry: Sendable {
     keys.withLock { $0[key]?.holder }
   }
 
+  /// The work in line for `key` while `item` holds it (none when it does not): it gets the key only once `item`
+  /// completed.
+  func line(of key: String, heldBy item: AnyWork) -> [AnyWork] {
+    keys.withLock { keys in
+      guard let entry = keys[key], entry.holder === item else { return [] }
+      // A copy: emptying it copies the storage first, and the key's own line stays as it is.
+      var line = entry.line
+      return line.removeAll()
+    }
+  }
+
   /// `item` completed: gives its key to the next in line (made ready), or leaves the line if it was in it.
   func release(_ key: String, by item: AnyWork) {
     let next: AnyWork? = keys.withLock { keys in

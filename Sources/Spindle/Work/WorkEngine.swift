@@ -750,8 +750,9 @@ extension AnyWork {
   /// work needs a slot of its queue: once the bodies met on the way hold every slot of a queue (this body alone, on a
   /// serial queue), that queue's unstarted work is behind this work too. Each item's lock is taken alone, a queue's
   /// barriers and items under its lock; the cost grows with what waits for this work, not with `engine`'s size (but for
-  /// a queue whose slots are all held, whose unfinished work is read once per body met there). Not followed: the line
-  /// of work waiting for an exclusivity key this work holds. A dependent
+  /// a queue whose slots are all held, whose unfinished work is read once per body met there). Work in line for an
+  /// exclusivity key held by work met on the way is behind it as well (under the exclusivity registry's lock). A
+  /// dependent
   /// that a failed sibling dependency would end without this work is still counted, as the walk back of
   /// ``mustWait(for:evaluating:)`` counts it.
   ///
@@ -777,14 +778,17 @@ extension AnyWork {
     var needsSlot: Set<ObjectIdentifier> = []
     while let item = next.popLast() {
       found.removeAll(keepingCapacity: true)
-      let (itemEngine, isBarrier, phase): (WorkEngine?, Bool, Phase) = item.lock.withLock {
-        guard !item.phase.isFinal else { return (nil, false, item.phase) }
+      let (itemEngine, isBarrier, phase, heldKey): (WorkEngine?, Bool, Phase, String?) = item.lock.withLock {
+        guard !item.phase.isFinal else { return (nil, false, item.phase, nil) }
         item.dependents.forEachElement { found.append($0) }
-        return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase)
+        let heldKey = item.extras.flatMap { $0.holdsKey ? $0.options.exclusive : nil }
+        return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase, heldKey)
       }
       guard let itemEngine else { continue }
       if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) { continue }
       if item !== self && itemEngine === engine { return item }
+      // Work in line for a key this item holds gets it only once this item completed.
+      if let heldKey { found.append(contentsOf: ExclusivityRegistry.shared.line(of: heldKey, heldBy: item)) }
       if phase == .running {
         let id = ObjectIdentifier(itemEngine)
         let held = heldSlots[id, default: 0] + 1

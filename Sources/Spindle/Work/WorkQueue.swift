@@ -145,8 +145,8 @@ public final class WorkQueue: Sendable {
   /// queue with pending work makes it wait until ``resume()``. Calling it where it would wait for itself — from
   /// a body of the same queue, from a task started by a callback body of the queue while that work is
   /// unfinished, or from a body of another queue while this queue holds work that can only complete after the body's
-  /// work (a dependent of it, directly or through other work, or unstarted work that needs a slot the body holds;
-  /// see ``allFinished()``) — stops the program with a message instead of hanging.
+  /// work (a dependent of it, directly or through other work, or work that needs a slot or an exclusivity key the
+  /// body holds; see ``allFinished()``) — stops the program with a message instead of hanging.
   @available(*, noasync, message: "use 'try await queue.allFinished()' in async code")
   public func waitUntilAllFinished() {
     if let current = WorkContext.currentWork, current.currentEngine === engine {
@@ -168,7 +168,8 @@ public final class WorkQueue: Sendable {
         "WorkQueue '\(name)': waitUntilAllFinished() called from inside work '\(current.name ?? "unnamed")' of "
         + "WorkQueue '\(current.queueName)', while work '\(behind.name ?? "unnamed")' of this queue can only complete "
         + "after that work (it depends on it, directly or through other work, follows a barrier that does, its "
-        + "body waits for it, or it needs a slot that the waiting body holds); it would wait for itself and deadlock"
+        + "body waits for it, or it needs a slot or an exclusivity key that the waiting body holds); it would wait "
+        + "for itself and deadlock"
       WorkQueue.standardErrorMisuseHandler(message)
       preconditionFailure(message)
     }
@@ -182,12 +183,12 @@ public final class WorkQueue: Sendable {
   /// body of this queue (its own task), it throws ``WorkDeadlockError`` at once: it would wait for the body's own work.
   /// So it does when awaited by an `async` body of another queue while this queue holds work that can only complete
   /// after the body's work: a dependent of it (directly or through other work), work after a barrier that is one,
-  /// work whose body waits for it, or unstarted work of a queue whose every slot is held by the body or by bodies
-  /// waiting behind it (the body's own serial queue, say) and what depends on that. A dependent that a failing sibling
-  /// dependency would end first counts too, as for ``Work/wait()``. The wait is recorded for the checks that follow: a
-  /// body of this queue that then waits for the awaiting body's work (``Work/wait()``, ``Work/value``), or awaits the
-  /// awaiting body's queue, is refused. Not seen: work that needs an exclusivity key the body holds, and work of this
-  /// queue that waits for the body only through other work of this queue.
+  /// work whose body waits for it, work in line for an exclusivity key it holds, or unstarted work of a queue whose
+  /// every slot is held by the body or by bodies waiting behind it (the body's own serial queue, say), and what
+  /// depends on any of these. A dependent that a failing sibling dependency would end first counts too, as for
+  /// ``Work/wait()``. The wait is recorded for the checks that follow: a body of this queue that then waits for the
+  /// awaiting body's work (``Work/wait()``, ``Work/value``), or awaits the awaiting body's queue, is refused. Not
+  /// seen: work of this queue that waits for the body only through other work of this queue.
   public func allFinished() async throws {
     if let current = WorkEngine.holdingWaiter() {
       if current.currentEngine === engine {
@@ -204,7 +205,7 @@ public final class WorkQueue: Sendable {
           work: behind.name, waiter: current.name, queue: name,
           reason: "allFinished() waits for this work, which can only complete after the awaiting body's work (it "
             + "depends on it, directly or through other work, follows a barrier that does, its body waits for it, or "
-            + "it needs a slot that the awaiting body holds)")
+            + "it needs a slot or an exclusivity key that the awaiting body holds)")
       }
       defer { record?.end() }
       try await engine.allFinished()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SpindleTestSupport
+import Synchronization
 import Testing
 
 @testable import Spindle
@@ -177,6 +178,50 @@ struct AllFinishedAcrossQueuesTests {
     p.resume()
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
     #expect(Self.settle(result, cancelling: a) == "returned")
+  }
+
+  // MARK: - Keys (session 27): work in line for a key the body holds
+
+  /// A holds key K; Y on R is in K's line; D on Q depends on Y. Y gets K only once A completed: the await would hang.
+  @Test func workInLineForAKeyTheBodyHoldsIsSeen() async throws {
+    let p = WorkQueue(name: "af.key.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.key.q", maxConcurrent: 2)
+    let r = WorkQueue(name: "af.key.r", maxConcurrent: 2)
+    let result = Slot()
+    let go = Atomic<Bool>(false)
+    let a = p.add(name: "A", exclusive: "af.key") { () async -> Int in
+      _ = await eventually { go.load(ordering: .relaxed) }
+      result.set(await Self.outcome(ofAllFinished: q))
+      return 1
+    }
+    let y = r.add(name: "Y", exclusive: "af.key") { 1 }
+    let d = q.add(name: "D", after: y) { $0 + 1 }
+    // Y is ready at once and parks in K's line, behind A.
+    let parked = await eventually { ExclusivityRegistry.shared.line(of: "af.key", heldBy: a).contains { $0 === y } }
+    #expect(parked)
+    go.store(true, ordering: .relaxed)
+    let outcome = Self.settle(result, cancelling: a)
+    #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'"), "\(outcome)")
+    #expect(try await d.value == 2)
+  }
+
+  /// A holds key K, and Y waits for another key: nothing of Q is behind A, so the await returns.
+  @Test func workInLineForAnotherKeyIsNotCounted() async throws {
+    let p = WorkQueue(name: "af.other-key.p", maxConcurrent: 2)
+    let q = WorkQueue(name: "af.other-key.q", maxConcurrent: 2)
+    let r = WorkQueue(name: "af.other-key.r", maxConcurrent: 2)
+    let result = Slot()
+    let hold = SpindleTestSupport.Gate()
+    let holder = r.add(name: "H", exclusive: "af.other-key.2") { hold.wait() }
+    let a = p.add(name: "A", exclusive: "af.other-key.1") { () async -> Int in
+      result.set(await Self.outcome(ofAllFinished: q))
+      return 1
+    }
+    let y = r.add(name: "Y", exclusive: "af.other-key.2") { 1 }
+    q.add(name: "D", after: y) { $0 + 1 }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { hold.open() }
+    #expect(Self.settle(result, cancelling: a) == "returned")
+    _ = try await holder.value
   }
 
   /// The blocking form from a synchronous body stops the program, naming both works and both queues.
