@@ -6,7 +6,8 @@ extension WorkEngine {
     _ completed: inout Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
     retire(item, &completed) { state, ready in
-      state.scheduler.workerDone(readying: &ready, priority: { $0.priority.rawValue }, mayLinger: !runsOnMain)
+      if !state.held.isEmpty { state.holdBack(&ready) }
+      return state.scheduler.workerDone(readying: &ready, priority: { $0.priority.rawValue }, mayLinger: !runsOnMain)
     }
   }
 

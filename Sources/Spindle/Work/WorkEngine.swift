@@ -208,6 +208,12 @@ final class WorkEngine: @unchecked Sendable {
       // The list's reference moves into the registry (`register` consumes it): no retain, no release.
       let ready = node._withUnsafeGuaranteedRef { item in
         oldestFirst = item.registryPrevious.take()
+        // Registered while a barrier is pending: the item was published after that barrier took what it waits for
+        // (which took `incoming` first), so it comes after the barrier, whatever its adder saw (see `EngineState.held`).
+        if !state.barriers.isEmpty && !item.isBarrier {
+          state.hold(item, ready: item.admittedReady)
+          return false
+        }
         if item.admittedReady {
           state.scheduler.push(item, priority: item.priority.rawValue)
           return true
@@ -350,7 +356,10 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Queues `item` (ready) and starts whatever the scheduler says.
   func makeReady(_ item: AnyWork) {
-    let starts = withState { $0.scheduler.makeReady(item, priority: item.priority.rawValue) }
+    let starts = withState { state in
+      if !state.held.isEmpty && state.holdReady(item) { return SmallList<AnyWork>() }
+      return state.scheduler.makeReady(item, priority: item.priority.rawValue)
+    }
     start(consume starts)
   }
 
@@ -709,6 +718,7 @@ extension AnyWork {
             for (barrier, followers) in state.barriers {
               for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
             }
+            for (id, entry) in state.held where barrierOf[id] == nil { barrierOf[id] = entry.barrier }
             return barrierOf
           }
           queues[id] = (engine, barrierOf, nil)
@@ -804,7 +814,10 @@ extension AnyWork {
         }
       }
       if isBarrier {
-        let followers = itemEngine.withState { state in state.barriers.first { $0.barrier === item }?.followers ?? [] }
+        let followers = itemEngine.withState { state in
+          (state.barriers.first { $0.barrier === item }?.followers ?? [])
+            + state.held.values.filter { $0.barrier === item }.map(\.work)
+        }
         found.append(contentsOf: followers)
       }
       for (waiter, targets) in waits where targets.contains(where: { $0 === item }) { found.append(waiter) }
@@ -1125,6 +1138,13 @@ struct EngineState {
   var blockedWaits = BlockedWaits()
   /// Pending barriers, oldest first, each with the items added after it (they wait for it).
   var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []
+  /// Items registered while a barrier was pending, by identity: each with the barrier that was the newest pending one
+  /// then, and whether it is ready. Such an item was published after that barrier took what it waits for, so it must
+  /// not start before the barrier completed; yet its adding thread may have decided, before the barrier was added,
+  /// that it follows no barrier (or only an older one), and published it ready. It stays out of the ready queue
+  /// until that barrier retires (harmless for an item that follows the barrier anyway: it cannot be ready before).
+  /// Without this, an item added while another thread added a barrier could run beside the barrier.
+  var held: [ObjectIdentifier: (work: AnyWork, barrier: AnyWork, ready: Bool)] = [:]
   /// Items added and completed in the current burst (since the queue was last idle).
   var added = 0
   var completed = 0
@@ -1169,9 +1189,44 @@ struct EngineState {
   /// Queues the items in `ready` (dependents a retirement made ready), in order, leaving it empty. Moved into the
   /// ready queue, not copied: no reference to a dependent is left behind while a worker runs it.
   mutating func queue(_ ready: inout SmallList<AnyWork>) {
+    if !held.isEmpty { holdBack(&ready) }
     ready.removeAll { (dependent: consuming AnyWork) in
       let priority = dependent.priority.rawValue
       scheduler.push(consume dependent, priority: priority)
+    }
+  }
+
+  /// Holds `item` (registered while a barrier is pending) until the newest pending barrier retires (see `held`).
+  mutating func hold(_ item: AnyWork, ready: Bool) {
+    held[ObjectIdentifier(item)] = (item, barriers[barriers.count - 1].barrier, ready)
+  }
+
+  /// Whether `item`, now ready, is held (it is then marked ready, to be queued when its barrier retires).
+  mutating func holdReady(_ item: AnyWork) -> Bool {
+    let id = ObjectIdentifier(item)
+    guard held[id] != nil else { return false }
+    held[id]!.ready = true
+    return true
+  }
+
+  /// Takes the held items out of `ready` (see `holdReady`).
+  @inline(never)
+  mutating func holdBack(_ ready: inout SmallList<AnyWork>) {
+    var kept = SmallList<AnyWork>()
+    ready.removeAll { (item: consuming AnyWork) in
+      let work = consume item
+      if !holdReady(work) { kept.append(work) }
+    }
+    swap(&kept, &ready)
+  }
+
+  /// Queues the ready items held for `barrier`, which retires, and lets go of the others (they queue when ready).
+  @inline(never)
+  mutating func releaseHeld(for barrier: AnyWork) {
+    let released = held.filter { $0.value.barrier === barrier }
+    for (id, entry) in released {
+      held.removeValue(forKey: id)
+      if entry.ready { scheduler.push(entry.work, priority: entry.work.priority.rawValue) }
     }
   }
 
@@ -1186,7 +1241,9 @@ struct EngineState {
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       if rare == nil { rare = RareRetirement() }
       rare!.released = barriers.remove(at: index).followers
+      if !held.isEmpty { releaseHeld(for: item) }
     }
+    if !held.isEmpty { held.removeValue(forKey: ObjectIdentifier(item)) }
     // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.
     var next = item.registryNext.take()
     let previous = item.registryPrevious.take()
