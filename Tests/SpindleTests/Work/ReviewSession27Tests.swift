@@ -239,7 +239,7 @@ struct ReviewSession27Tests {
     stop.store(true, ordering: .relaxed)
     controlling.wait()
     let all = threads.withLock { $0 }
-    let stuck = drain([queue], entries: all.flatMap { $0 }, seconds: Reliability.seconds(5, full: 20))
+    let stuck = drain([queue], entries: all.flatMap { $0 }, seconds: Reliability.seconds(20, full: 60))
     if !stuck.isEmpty { return stuck }
     return check(all, monitor: monitor, width: width)
   }
@@ -378,7 +378,7 @@ struct ReviewSession27Tests {
       }
       let all = threads.withLock { $0 }
       let flat = all.flatMap { $0.flatMap { $0 } }
-      problems += Self.drain(queues, entries: flat, seconds: Reliability.seconds(5, full: 20))
+      problems += Self.drain(queues, entries: flat, seconds: Reliability.seconds(20, full: 60))
         .map { "round \(index): \($0)" }
       if problems.isEmpty {
         for side in 0..<2 {

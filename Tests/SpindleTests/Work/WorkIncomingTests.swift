@@ -431,7 +431,7 @@ struct WorkIncomingTests {
     stop.store(true, ordering: .relaxed)
     cancelling.wait()
     let all = items.withLock { $0 }
-    let deadline = ContinuousClock.now + .seconds(Reliability.seconds(10, full: 30))
+    let deadline = ContinuousClock.now + .seconds(Reliability.seconds(20, full: 60))
     while queue.unfinishedCount != 0 && ContinuousClock.now < deadline { usleep(1_000) }
     if queue.unfinishedCount != 0 {
       let number = Dictionary(uniqueKeysWithValues: all.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
