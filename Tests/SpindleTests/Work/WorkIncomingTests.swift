@@ -431,24 +431,12 @@ struct WorkIncomingTests {
     stop.store(true, ordering: .relaxed)
     cancelling.wait()
     let all = items.withLock { $0 }
-    let deadline = ContinuousClock.now + .seconds(Reliability.seconds(20, full: 60))
-    while queue.unfinishedCount != 0 && ContinuousClock.now < deadline { usleep(1_000) }
-    if queue.unfinishedCount != 0 {
-      let number = Dictionary(uniqueKeysWithValues: all.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
-      let label = { (work: AnyWork) in "#\(number[ObjectIdentifier(work)] ?? -1) \(work.state)" }
-      let stuck = queue.engine.withState { state in
-        let barriers = state.barriers.prefix(4).map { "\(label($0.barrier)) followed by \($0.followers.map(label))" }
-        let waiting = state.unfinishedItems().prefix(4).map { work in
-          let dependencies = work.lock.withLock { work.dependencyList.array(valueSource: nil) }
-          return "\(label(work)) waits for \(work.remaining.load(ordering: .relaxed)): \(dependencies.map(label))"
-        }
-        return "pending barriers \(barriers); \(waiting)"
-      }
-      let count = queue.unfinishedCount
-      // Ends the round's queue (its workers and items) whatever state it is in.
-      queue.cancelAll()
-      return ["\(count) of \(all.count) items never ended at width \(width), none running: \(stuck)"]
+    // On a timeout: what the first stuck items wait for, and the queue cancelled so that the round ends.
+    let entries = all.enumerated().map {
+      ReviewSession27Tests.Entry(id: $0.offset, work: $0.element, monitored: false, isBarrier: $0.element.isBarrier)
     }
+    let stuck = ReviewSession27Tests.drain([queue], entries: entries, seconds: Reliability.seconds(20, full: 60))
+    if !stuck.isEmpty { return stuck.map { "width \(width): \($0)" } }
     var problems: [String] = []
     let finished = all.filter { $0.state == .finished }.count
     let cancelled = all.filter { $0.state == .cancelled }.count
