@@ -790,6 +790,9 @@ extension AnyWork {
       found.removeAll(keepingCapacity: true)
       let (itemEngine, isBarrier, phase, heldKey): (WorkEngine?, Bool, Phase, String?) = item.lock.withLock {
         guard !item.phase.isFinal else { return (nil, false, item.phase, nil) }
+        // Unstarted work of a group with a timeout completes at the deadline without a slot, and what waits for it
+        // with it: not behind this work (a miss when the group's final item completes first, and nothing is cancelled).
+        if !item.phase.isStarted, item.extras?.inTimedGroup == true { return (nil, false, item.phase, nil) }
         item.dependents.forEachElement { found.append($0) }
         let heldKey = item.extras.flatMap { $0.holdsKey ? $0.options.exclusive : nil }
         return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase, heldKey)
@@ -820,14 +823,28 @@ extension AnyWork {
         }
         found.append(contentsOf: followers)
       }
-      for (waiter, targets) in waits where targets.contains(where: { $0 === item }) { found.append(waiter) }
+      // (Not a body whose wait its timeout ends: see `waitEndsAtItsDeadline`.)
+      for (waiter, targets) in waits where targets.contains(where: { $0 === item }) && !waiter.waitEndsAtItsDeadline {
+        found.append(waiter)
+      }
       // A body waiting for the item's queue to have nothing unfinished waits for the item.
-      for (waiter, engines) in queueWaits where engines.contains(where: { $0 === itemEngine }) { found.append(waiter) }
+      for (waiter, engines) in queueWaits
+      where engines.contains(where: { $0 === itemEngine }) && !waiter.waitEndsAtItsDeadline {
+        found.append(waiter)
+      }
       keep.append(itemEngine)
       keep.append(contentsOf: found as [AnyObject])
       for work in found where seen.insert(ObjectIdentifier(work)).inserted { next.append(work) }
     }
     return nil
+  }
+
+  /// Whether a wait of this work's body ends by itself: an `async` body with a `timeout:` has its task cancelled at the
+  /// deadline, which ends its wait (`CancellationError`); the body then ends and lets go of its slot and key, and its
+  /// dependents end with it. What is behind it is not behind the work it waits for: ``firstBehind(on:keeping:)`` does
+  /// not follow it (a synchronous body is not interrupted by its timeout, and is followed).
+  final var waitEndsAtItsDeadline: Bool {
+    isAsync && lock.withLock { extras?.options.timeout != nil }
   }
 
   /// Whether every slot of `engine` is held by a body that cannot end while `other`'s body waits: a body whose wait

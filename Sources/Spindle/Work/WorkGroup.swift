@@ -126,6 +126,13 @@ extension WorkQueue {
       handle.extras?.groupTally = group.tally
     }
     if let timeout {
+      // Unstarted at the deadline, the members and the group's work complete without a slot (see `inTimedGroup`).
+      for work in members + [handle] {
+        work.lock.withLock {
+          if work.extras == nil { work.extras = WorkExtras(options: WorkOptions()) }
+          work.extras?.inTimedGroup = true
+        }
+      }
       let queueName = self.name
       // The members' time is what runs out: once the final item has completed (its queue keeps unfinished work alive,
       // so a released one has completed too), the group's work ends with its outcome as soon as it gets a slot.

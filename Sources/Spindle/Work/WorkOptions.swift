@@ -187,6 +187,10 @@ final class WorkExtras {
   var cancelAlso: [AnyWork] = []
   /// The members' progress, on a group's work.
   var groupTally: GroupTally?
+  /// Whether this work is a member (or the work) of a group with a timeout: unstarted when the deadline comes (and the
+  /// group's final item has not completed), it completes then without a slot. The walk of
+  /// ``AnyWork/firstBehind(on:keeping:)`` does not follow such unstarted work.
+  var inTimedGroup = false
   /// Called at most once, when running work is cancelled (``WorkContext/onCancel(_:)``, ``WorkFinish/onCancel(_:)``).
   var cancelHandlers = SmallList<@Sendable () -> Void>()
 
