@@ -187,11 +187,12 @@ public final class WorkQueue: Sendable {
   /// every slot is held by the body or by bodies waiting behind it (the body's own serial queue, say), and what
   /// depends on any of these. A dependent that a failing sibling dependency would end first counts too, as for
   /// ``Work/wait()``, and so does unstarted work that a failing dependency of its own would end without a slot. The
-  /// widths are those of the moment: a wait that a later raise of ``maxConcurrent`` would have let end is refused. Not
-  /// behind the body: an `async` body with a `timeout:` (its wait ends at its deadline), and unstarted work of a group
-  /// with a timeout (it completes at the deadline without a slot). The wait is recorded for the checks that follow: a body of this queue that then waits for the
-  /// awaiting body's work (``Work/wait()``, ``Work/value``), or awaits the awaiting body's queue, is refused. Not
-  /// seen: work of this queue that waits for the body only through other work of this queue.
+  /// widths are those of the moment: a wait that a later raise of ``maxConcurrent`` would have let end is refused.
+  /// Not behind the body: an `async` body with a `timeout:` (its wait ends at its deadline), and unstarted work of a
+  /// group with a timeout (it completes at the deadline without a slot). The wait is recorded for the checks that
+  /// follow: a body of this queue that then waits for the awaiting body's work (``Work/wait()``, ``Work/value``), or
+  /// awaits the awaiting body's queue, is refused. Not seen: work of this queue that waits for the body only through
+  /// other work of this queue.
   public func allFinished() async throws {
     if let current = WorkEngine.holdingWaiter() {
       if current.currentEngine === engine {
