@@ -707,9 +707,12 @@ extension AnyWork {
       if let key, let holder = ExclusivityRegistry.shared.holder(of: key), holder !== item {
         found.append((holder, .key))
       }
-      BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
-      // A body that waits for `other`'s queue to have nothing unfinished waits for `other` (running: unfinished).
-      if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) { return path.union(.waits) }
+      // What the item's body waits for holds it up, unless its timeout ends the wait (see `waitEndsAtItsDeadline`).
+      if !item.waitEndsAtItsDeadline {
+        BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
+        // A body that waits for `other`'s queue to have nothing unfinished waits for `other` (running: unfinished).
+        if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) { return path.union(.waits) }
+      }
       if let engine {
         let id = ObjectIdentifier(engine)
         if queues[id] == nil {
@@ -842,7 +845,9 @@ extension AnyWork {
   /// Whether a wait of this work's body ends by itself: an `async` body with a `timeout:` has its task cancelled at the
   /// deadline, which ends its wait (`CancellationError`); the body then ends and lets go of its slot and key, and its
   /// dependents end with it. What is behind it is not behind the work it waits for: ``firstBehind(on:keeping:)`` does
-  /// not follow it (a synchronous body is not interrupted by its timeout, and is followed).
+  /// not follow it, ``mustWait(for:evaluating:keeping:)`` does not follow its wait, and
+  /// ``slotsAreHeld(on:behind:evaluating:keeping:)`` does not count its slot (a synchronous body is not interrupted by
+  /// its timeout, and is followed).
   final var waitEndsAtItsDeadline: Bool {
     isAsync && lock.withLock { extras?.options.timeout != nil }
   }
@@ -864,7 +869,8 @@ extension AnyWork {
       keep.append(waiter)
       keep.append(contentsOf: targets as [AnyObject])
     }
-    for (waiter, targets) in waits where waiter !== other && waiter.currentEngine === engine {
+    for (waiter, targets) in waits
+    where waiter !== other && waiter.currentEngine === engine && !waiter.waitEndsAtItsDeadline {
       let behind = targets.contains {
         $0 === other || $0.mustWait(for: other, evaluating: evaluating, keeping: &keep) != nil
       }
