@@ -23,6 +23,20 @@ struct ReviewSession27bTests {
     return "hung"
   }
 
+  /// A on suspended `p`: an `async` body that awaits `q.allFinished()` once `waiter`'s wait is recorded (the waiter
+  /// then holds its slot, behind A until its deadline) or `waiter` ended; A's outcome lands in the returned slot.
+  static func awaiting(_ q: WorkQueue, on p: WorkQueue, onceWaiting waiter: AnyWork) -> (Work<Int>, Slot) {
+    let result = Slot()
+    let a = p.add(name: "A") { () async -> Int in
+      _ = await eventually(within: 10) {
+        BodyWaits.shared.snapshot().contains { $0.waiter === waiter } || waiter.state.isFinal
+      }
+      result.set(await Across.outcome(ofAllFinished: q))
+      return 1
+    }
+    return (a, result)
+  }
+
   // MARK: - Slots: a body whose wait a timer ends does not hold its slot for good
 
   /// On serial R, W (an `async` body with a 300 ms timeout) waits for T, a dependent of A; X, unstarted on R, needs
@@ -33,19 +47,13 @@ struct ReviewSession27bTests {
     let q = WorkQueue(name: "r27b.timeout-waiter.q", maxConcurrent: 2)
     let r = WorkQueue(name: "r27b.timeout-waiter.r", maxConcurrent: 1)
     let s = WorkQueue(name: "r27b.timeout-waiter.s", maxConcurrent: 2)
-    let result = Slot()
     let box = Box<Work<Int>>()
     p.suspend()
     r.suspend()
     let w = r.add(name: "W", timeout: .milliseconds(300)) { () async throws -> Int in
       try await box.get.value
     }
-    let a = p.add(name: "A") { () async -> Int in
-      // Begins once W's wait for T is recorded (W then holds R's slot, behind A until its deadline).
-      _ = await eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === w } || w.state.isFinal }
-      result.set(await Across.outcome(ofAllFinished: q))
-      return 1
-    }
+    let (a, result) = Self.awaiting(q, on: p, onceWaiting: w)
     box.set(s.add(name: "T", after: a) { $0 + 1 })
     let x = r.add(name: "X") { 1 }
     let d = q.add(name: "D", after: x) { $0 + 1 }
@@ -64,18 +72,13 @@ struct ReviewSession27bTests {
     let q = WorkQueue(name: "r27b.timeout-dependent.q", maxConcurrent: 2)
     let r = WorkQueue(name: "r27b.timeout-dependent.r", maxConcurrent: 2)
     let s = WorkQueue(name: "r27b.timeout-dependent.s", maxConcurrent: 2)
-    let result = Slot()
     let box = Box<Work<Int>>()
     p.suspend()
     r.suspend()
     let w = r.add(name: "W", timeout: .milliseconds(300)) { () async throws -> Int in
       try await box.get.value
     }
-    let a = p.add(name: "A") { () async -> Int in
-      _ = await eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === w } || w.state.isFinal }
-      result.set(await Across.outcome(ofAllFinished: q))
-      return 1
-    }
+    let (a, result) = Self.awaiting(q, on: p, onceWaiting: w)
     box.set(s.add(name: "T", after: a) { $0 + 1 })
     r.resume()
     let d = q.add(name: "D", after: w) { $0 + 1 }
@@ -123,7 +126,6 @@ struct ReviewSession27bTests {
     let q = WorkQueue(name: "r27b.timeout-key.q", maxConcurrent: 2)
     let r = WorkQueue(name: "r27b.timeout-key.r", maxConcurrent: 4)
     let s = WorkQueue(name: "r27b.timeout-key.s", maxConcurrent: 2)
-    let result = Slot()
     let box = Box<Work<Int>>()
     p.suspend()
     r.suspend()
@@ -131,11 +133,7 @@ struct ReviewSession27bTests {
       () async throws -> Int in
       try await box.get.value
     }
-    let a = p.add(name: "A") { () async -> Int in
-      _ = await eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === k } || k.state.isFinal }
-      result.set(await Across.outcome(ofAllFinished: q))
-      return 1
-    }
+    let (a, result) = Self.awaiting(q, on: p, onceWaiting: k)
     box.set(s.add(name: "T", after: a) { $0 + 1 })
     r.resume()
     // K holds the key before Y asks for it.
@@ -161,16 +159,11 @@ struct ReviewSession27bTests {
     let q = WorkQueue(name: "r27b.sync-timeout.q", maxConcurrent: 2)
     let r = WorkQueue(name: "r27b.sync-timeout.r", maxConcurrent: 1)
     let s = WorkQueue(name: "r27b.sync-timeout.s", maxConcurrent: 2)
-    let result = Slot()
     let box = Box<Work<Int>>()
     p.suspend()
     r.suspend()
     let w = r.add(name: "W", timeout: .milliseconds(300)) { () throws -> Int in try box.get.wait() }
-    let a = p.add(name: "A") { () async -> Int in
-      _ = await eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === w } || w.state.isFinal }
-      result.set(await Across.outcome(ofAllFinished: q))
-      return 1
-    }
+    let (a, result) = Self.awaiting(q, on: p, onceWaiting: w)
     box.set(s.add(name: "T", after: a) { $0 + 1 })
     let x = r.add(name: "X") { 1 }
     let d = q.add(name: "D", after: x) { $0 + 1 }
