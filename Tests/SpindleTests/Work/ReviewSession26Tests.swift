@@ -216,11 +216,13 @@ struct ReviewSession26Tests {
   /// A (P) awaits `q.allFinished()` and B (Q) awaits `p.allFinished()`: each queue holds the other's body, and
   /// whichever check runs second finds the first body's recorded wait: exactly one is refused, its body ends, and the
   /// other's await returns. (Both hung until session 26 recorded queue waits.) Cancelling both cleans up otherwise.
+  /// P starts suspended: had A run before B was added, Q would have been empty and both awaits would rightly return.
   @Test func bodiesOfTwoQueuesAwaitingEachOthersQueueRefuseOne() async throws {
     let p = WorkQueue(name: "r26.mutual.p", maxConcurrent: 2)
     let q = WorkQueue(name: "r26.mutual.q", maxConcurrent: 2)
     let first = Slot()
     let second = Slot()
+    p.suspend()
     let a = p.add(name: "A") { () async -> Int in
       first.set(await Across.outcome(ofAllFinished: q))
       return 1
@@ -229,6 +231,7 @@ struct ReviewSession26Tests {
       second.set(await Across.outcome(ofAllFinished: p))
       return 2
     }
+    p.resume()
     let outcomeA = first.await(within: 10)
     let outcomeB = second.await(within: 10)
     let refused = [outcomeA, outcomeB].filter { $0?.hasPrefix("refused:") == true }.count
