@@ -42,15 +42,42 @@ extension WorkEngine {
     var lastReference: Unmanaged<WorkEngine>? = nil
     defer { lastReference?.release() }
     propagate(&completed, ready: &ready, rare: &rare)
+    if item.isBarrier { readyFollowers(of: item, into: &ready, rare: &rare) }
     let (next, starts) = withState { state in
       state.unregister(item, rare: &rare, lastReference: &lastReference)
       let next = decide(&state, &ready)
       let starts = state.scheduler.takeStarts()
-      if rare?.released.isEmpty == false { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
+      if item.isBarrier { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
       return (next, starts)
     }
     finishRetiring(item, starts: consume starts, completed: completed, rare: rare)
     return next
+  }
+
+  /// Counts a completed barrier as resolved for the items that follow it so far, and puts those now ready in `ready`
+  /// (in the order they were added), to be queued with the barrier's dependents in the critical section that retires
+  /// it: they all became ready when the barrier ended, and start highest priority first, first in first out within a
+  /// priority. Made ready one at a time after the retirement, as they were, the first of them started at once (on a
+  /// free slot, or by the worker that lingered after the barrier) while a higher-priority one was still waiting to be
+  /// told. The barrier stays pending until it retires: an item that follows it from now on is released then
+  /// (`RareRetirement.released`).
+  @inline(never)
+  private func readyFollowers(of barrier: AnyWork, into ready: inout SmallList<AnyWork>, rare: inout RareRetirement?) {
+    let followers: [AnyWork] = withState { state in
+      guard let index = state.barriers.firstIndex(where: { $0.barrier === barrier }) else { return [] }
+      var taken: [AnyWork] = []
+      swap(&taken, &state.barriers[index].followers)
+      return taken
+    }
+    for follower in followers {
+      switch follower.dependencyResolved(on: self) {
+      case .waiting: break
+      case .local: ready.append(follower)
+      case .elsewhere(let engine):
+        if rare == nil { rare = RareRetirement() }
+        rare!.foreign.append((follower, engine))
+      }
+    }
   }
 
   /// What follows a retirement, outside the lock: start work, queue dependents on other queues, run completion
