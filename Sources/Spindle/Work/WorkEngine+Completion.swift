@@ -44,7 +44,7 @@ extension WorkEngine {
     propagate(&completed, ready: &ready, rare: &rare)
     if item.isBarrier { readyFollowers(of: item, into: &ready, rare: &rare) }
     let (next, starts) = withState { state in
-      state.unregister(item, rare: &rare, lastReference: &lastReference)
+      state.unregister(item, ready: &ready, rare: &rare, lastReference: &lastReference)
       let next = decide(&state, &ready)
       let starts = state.scheduler.takeStarts()
       if item.isBarrier { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }

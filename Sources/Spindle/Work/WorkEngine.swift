@@ -1166,8 +1166,11 @@ struct EngineState {
   /// not start before the barrier completed; yet its adding thread may have decided, before the barrier was added,
   /// that it follows no barrier (or only an older one), and published it ready. It stays out of the ready queue
   /// until that barrier retires (harmless for an item that follows the barrier anyway: it cannot be ready before).
-  /// Without this, an item added while another thread added a barrier could run beside the barrier.
-  var held: [ObjectIdentifier: (work: AnyWork, barrier: AnyWork, ready: Bool)] = [:]
+  /// Without this, an item added while another thread added a barrier could run beside the barrier. `order` is the
+  /// order of registration, in which the items the barrier releases are queued.
+  var held: [ObjectIdentifier: (work: AnyWork, barrier: AnyWork, ready: Bool, order: Int)] = [:]
+  /// How many items were held so far: the next held item's `order`.
+  var heldCount = 0
   /// Items added and completed in the current burst (since the queue was last idle).
   var added = 0
   var completed = 0
@@ -1221,7 +1224,8 @@ struct EngineState {
 
   /// Holds `item` (registered while a barrier is pending) until the newest pending barrier retires (see `held`).
   mutating func hold(_ item: AnyWork, ready: Bool) {
-    held[ObjectIdentifier(item)] = (item, barriers[barriers.count - 1].barrier, ready)
+    held[ObjectIdentifier(item)] = (item, barriers[barriers.count - 1].barrier, ready, heldCount)
+    heldCount &+= 1
   }
 
   /// Whether `item`, now ready, is held (it is then marked ready, to be queued when its barrier retires).
@@ -1243,28 +1247,49 @@ struct EngineState {
     swap(&kept, &ready)
   }
 
-  /// Queues the ready items held for `barrier`, which retires, and lets go of the others (they queue when ready).
+  /// Lets go of the items held for `barrier`, which retires (those not ready queue when they are): the ready ones join
+  /// `ready` (the items its retirement made ready, its followers among them), and the items of `ready` held for it
+  /// are put in the order they were registered, ahead of the others. So they queue first in, first out, as if each
+  /// had been added under the lock: pushed straight into the ready queue in the dictionary's order, as they were,
+  /// items held behind one barrier started in any order, and ahead of the followers registered before them.
   @inline(never)
-  mutating func releaseHeld(for barrier: AnyWork) {
-    let released = held.filter { $0.value.barrier === barrier }
-    for (id, entry) in released {
-      held.removeValue(forKey: id)
-      if entry.ready { scheduler.push(entry.work, priority: entry.work.priority.rawValue) }
+  mutating func releaseHeld(for barrier: AnyWork, into ready: inout SmallList<AnyWork>) {
+    var released: [(order: Int, work: AnyWork)] = []
+    var others = SmallList<AnyWork>()
+    var taken: Set<ObjectIdentifier> = []
+    ready.removeAll { (item: consuming AnyWork) in
+      let work = consume item
+      let id = ObjectIdentifier(work)
+      if let entry = held[id], entry.barrier === barrier {
+        taken.insert(id)
+        released.append((entry.order, work))
+      } else {
+        others.append(work)
+      }
     }
+    for (id, entry) in held where entry.barrier === barrier && entry.ready && !taken.contains(id) {
+      released.append((entry.order, entry.work))
+    }
+    held = held.filter { $0.value.barrier !== barrier }
+    released.sort { $0.order < $1.order }
+    for entry in released { ready.append(entry.work) }
+    others.removeAll { (item: consuming AnyWork) in ready.append(item) }
   }
 
   /// Unlinks a completed item. In `rare` (made when needed): the followers of a barrier that completed, and the
-  /// waiters to wake when it was the last unfinished item. Then, the engine's reference to itself moves to
+  /// waiters to wake when it was the last unfinished item; in `ready`, in order, the ready items held for a barrier
+  /// that completed (see ``releaseHeld(for:into:)``). Then, the engine's reference to itself moves to
   /// `lastReference`, for the caller to release outside the lock.
   mutating func unregister(
-    _ item: AnyWork, rare: inout RareRetirement?, lastReference: inout Unmanaged<WorkEngine>?
+    _ item: AnyWork, ready: inout SmallList<AnyWork>, rare: inout RareRetirement?,
+    lastReference: inout Unmanaged<WorkEngine>?
   ) {
     completed += 1
     if observers.hasProgress { yieldProgress() }
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       if rare == nil { rare = RareRetirement() }
       rare!.released = barriers.remove(at: index).followers
-      if !held.isEmpty { releaseHeld(for: item) }
+      if !held.isEmpty { releaseHeld(for: item, into: &ready) }
     }
     if !held.isEmpty { held.removeValue(forKey: ObjectIdentifier(item)) }
     // `next` moves out of the item (`take`) into the link that held the item, which releases the item's entry.

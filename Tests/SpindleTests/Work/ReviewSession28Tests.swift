@@ -50,7 +50,7 @@ struct ReviewSession28Tests {
       let queue = WorkQueue(name: "r28.followers.serial", maxConcurrent: 1)
       let gate = SpindleTestSupport.Gate()
       let order = Order()
-      queue.add { gate.wait(seconds: 10) }
+      queue.add { gate.wait() }
       queue.addBarrier { order.run(-1) }
       for index in 0..<8 { queue.add(priority: .low) { order.run(index) } }
       queue.add(priority: .high) { order.run(100) }
@@ -75,18 +75,18 @@ struct ReviewSession28Tests {
       let gate = SpindleTestSupport.Gate()
       let hold = SpindleTestSupport.Gate()
       let order = Order()
-      queue.add { gate.wait(seconds: 10) }
+      queue.add { gate.wait() }
       queue.addBarrier { order.run(-1) }
       for index in 0..<3 {
         queue.add(priority: .low) {
           order.run(index)
-          hold.wait(seconds: 10)
+          hold.wait()
         }
       }
       for index in 100..<102 {
         queue.add(priority: .high) {
           order.run(index)
-          hold.wait(seconds: 10)
+          hold.wait()
         }
       }
       gate.open()
@@ -112,7 +112,7 @@ struct ReviewSession28Tests {
     let afterLone = queue.engine.barrierHint.load(ordering: .relaxed)
     #expect(!afterLone, "the hint stayed up after a barrier that nothing followed")
     let gate = SpindleTestSupport.Gate()
-    queue.add { gate.wait(seconds: 10) }
+    queue.add { gate.wait() }
     queue.addBarrier {}
     queue.add {}
     gate.open()
@@ -316,7 +316,7 @@ struct ReviewSession28Tests {
       item makeItem: () -> Item
     ) -> (gate: SpindleTestSupport.Gate, barrier: Work<Void>?, item: Item) {
       let gate = SpindleTestSupport.Gate()
-      if let first { first(gate) } else { queue.add(name: "G") { gate.wait(seconds: 10) } }
+      if let first { first(gate) } else { queue.add(name: "G") { gate.wait() } }
       let armed = Atomic<Bool>(false)
       let go = DispatchSemaphore(value: 0)
       let barrierAdded = DispatchSemaphore(value: 0)
@@ -343,6 +343,102 @@ struct ReviewSession28Tests {
       }
       queue.engine.withState { _ in }  // registers the item (it may still be on `incoming`)
       return (gate, barrier.withLock { $0 }, item)
+    }
+
+    /// On `queue`, G (blocked on the returned gate), then `count` items added by as many threads, each held by the
+    /// admission hook between its resolution and its publication (arrived one after the other: thread `i` adds item
+    /// `i`); barrier B is added while all wait; `between` runs; then they are published one at a time, in order (each
+    /// add returned and the item registered before the next is let go). Every item is published ready after B took
+    /// what it waits for, and is held until B retires.
+    static func straddleMany<Item: AnyWork>(
+      _ queue: WorkQueue,
+      count: Int,
+      barrierBody: @escaping @Sendable () throws -> Void = {},
+      between: () -> Void = {},
+      item makeItem: @escaping @Sendable (Int) -> Item
+    ) -> (gate: SpindleTestSupport.Gate, barrier: Work<Void>, items: [Item]) {
+      let gate = SpindleTestSupport.Gate()
+      queue.add(name: "G") { gate.wait() }
+      let armed = Atomic<Bool>(true)
+      let arrivals = Locked<Int>(0)
+      let arrived = DispatchSemaphore(value: 0)
+      let turns = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+      let done = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+      let items = Locked<[Int: Item]>([:])
+      queue.engine.admissionHook.withLock { hook in
+        hook = {
+          guard armed.load(ordering: .relaxed) else { return }
+          let index = arrivals.withLock { arrivals in
+            defer { arrivals += 1 }
+            return arrivals
+          }
+          guard index < count else { return }
+          arrived.signal()
+          _ = turns[index].wait(timeout: .now() + 5)
+        }
+      }
+      defer { queue.engine.admissionHook.withLock { $0 = nil } }
+      for index in 0..<count {
+        DispatchQueue.global().async {
+          let work = makeItem(index)
+          items.withLock { $0[index] = work }
+          done[index].signal()
+        }
+        _ = arrived.wait(timeout: .now() + 5)
+      }
+      armed.store(false, ordering: .relaxed)
+      let barrier = queue.addBarrier(name: "B", barrierBody)
+      between()
+      for index in 0..<count {
+        turns[index].signal()
+        _ = done[index].wait(timeout: .now() + 5)
+        queue.engine.withState { _ in }  // registers the item (it may still be on `incoming`)
+      }
+      let all = items.withLock { items in (0..<count).compactMap { items[$0] } }
+      return (gate, barrier, all)
+    }
+
+    /// Items held behind the same barrier (added by six threads, each add straddling the barrier, published one after
+    /// the other) start once it ended in the order they were registered, on a serial queue: first in, first out
+    /// within a priority, as if each add had taken the queue's lock.
+    @Test func heldItemsStartInTheOrderTheyWereRegistered() {
+      var failures: [String] = []
+      for round in 0..<Reliability.size(5, full: 20) where failures.isEmpty {
+        let queue = WorkQueue(name: "r28.held.fifo", maxConcurrent: 1)
+        let order = Order()
+        let (gate, _, items) = Self.straddleMany(
+          queue, count: 6, barrierBody: { order.run(-1) },
+          item: { index in queue.add(name: "X\(index)") { order.run(index) } })
+        let held = items.filter { Self.isHeld($0, on: queue) }.count
+        gate.open()
+        guard Self.drain([queue]) else {
+          failures.append("round \(round): never drained")
+          break
+        }
+        if held != 6 || order.list != [-1, 0, 1, 2, 3, 4, 5] {
+          failures.append("round \(round): \(held) held, started \(order.list)")
+        }
+      }
+      #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// On a serial queue, an item that follows a barrier and was registered before an item held behind the same
+    /// barrier (whose add straddled it) starts before that item once the barrier ended: first in, first out by
+    /// registration, the order of the queue's lock.
+    @Test func aFollowerRegisteredBeforeAHeldItemStartsBeforeIt() {
+      let queue = WorkQueue(name: "r28.held.follower-first", maxConcurrent: 1)
+      let order = Order()
+      let (gate, _, items) = Self.straddleMany(
+        queue, count: 1, barrierBody: { order.run(-1) },
+        between: {
+          queue.add(name: "F") { order.run(1) }
+          queue.engine.withState { _ in }  // registers F
+        },
+        item: { _ in queue.add(name: "X") { order.run(2) } })
+      #expect(items.count == 1 && Self.isHeld(items[0], on: queue))
+      gate.open()
+      #expect(Self.drain([queue]))
+      #expect(order.list == [-1, 1, 2])
     }
 
     /// Whether `item` is held on `queue` (`EngineState.held`).
@@ -552,7 +648,7 @@ struct ReviewSession28Tests {
         queue,
         first: { gate in
           queue.add(name: "G") {
-            gate.wait(seconds: 10)
+            gate.wait()
             guard let x = target.withLock({ $0 }) else { return }
             do {
               let value = try x.wait()
