@@ -121,6 +121,48 @@ struct ReviewSession28Tests {
     #expect(!afterFollowed, "the hint stayed up after a barrier that an item followed")
   }
 
+  // MARK: - Barriers alone, whoever adds
+
+  /// Four threads add plain, barrier and callback work to a queue three wide (with review 27's checks: barriers run
+  /// alone and in each thread's order, every item ends), while a fifth does nothing, reprioritizes, or cancels
+  /// single items.
+  @Test(arguments: [0, 4, 5])
+  func fourAddersWithBarriers(_ control: Int) {
+    let seed = Reliability.seed()
+    var random = Reliability.Random(seed: seed)
+    var problems: [String] = []
+    for index in 0..<Reliability.size(10, full: 100) where problems.isEmpty {
+      let width = 1 + Int(random.next() % 3)
+      problems += ReviewSession27Tests.round(
+        width: width, kinds: [0, 0, 2, 4], control: control, adders: 4, count: 60, seed: random.next()
+      ).map { "round \(index), width \(width): \($0)" }
+    }
+    #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(6))")
+  }
+
+  /// Bodies of another queue add barriers to Q while two threads add plain work to Q: no body of Q runs beside one
+  /// of its barriers, and Q drains.
+  @Test func barriersAddedFromBodiesOfAnotherQueue() {
+    var problems: [String] = []
+    for round in 0..<Reliability.size(10, full: 100) where problems.isEmpty {
+      let p = WorkQueue(name: "r28.bodies.p", maxConcurrent: 2)
+      let q = WorkQueue(name: "r28.bodies.q", maxConcurrent: 3)
+      let monitor = Monitor()
+      for index in 0..<30 {
+        p.add { q.addBarrier { monitor.run(index, barrier: true, spin: 5) } }
+      }
+      DispatchQueue.concurrentPerform(iterations: 2) { adder in
+        for index in 0..<120 { q.add { monitor.run((adder + 1) * 1_000 + index) } }
+      }
+      guard Self.drain([p, q]) else {
+        problems.append("round \(round): never drained")
+        break
+      }
+      problems += monitor.state.withLock { $0.problems }.prefix(4).map { "round \(round): \($0)" }
+    }
+    #expect(problems.isEmpty, "\(problems)")
+  }
+
   // MARK: - A serial queue against a reference model
 
   /// The reference model of a serial queue that is suspended while one thread adds to it: plain items of any
