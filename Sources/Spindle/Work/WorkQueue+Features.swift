@@ -142,7 +142,16 @@ extension WorkQueue: CustomDebugStringConvertible {
   /// //   pending 'render' (normal), waits for 'page'
   /// ```
   public var debugDescription: String {
-    let (items, scheduler) = engine.withState { ($0.unfinishedItems(), $0.scheduler) }
+    // With the pending barrier each item waits for: the one it follows, or the one it is held behind (see
+    // `EngineState.held`), which its own list of dependencies does not name.
+    let (items, scheduler, barrierOf) = engine.withState { state in
+      var barrierOf: [ObjectIdentifier: AnyWork] = [:]
+      for (barrier, followers) in state.barriers {
+        for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
+      }
+      for (id, entry) in state.held where barrierOf[id] == nil { barrierOf[id] = entry.barrier }
+      return (state.unfinishedItems(), state.scheduler, barrierOf)
+    }
     var lines = [
       "WorkQueue '\(name)': width \(scheduler.width), \(scheduler.slots - scheduler.idle) running, "
         + "\(scheduler.readyCount) ready, \(scheduler.unfinished) unfinished"
@@ -153,7 +162,13 @@ extension WorkQueue: CustomDebugStringConvertible {
       let (phase, dependencies, startedAt) = item.lock.withLock {
         (item.phase.state, item.dependencyArrayLocked(), item.startedAt)
       }
-      let waitingFor = dependencies.filter { !$0.state.isFinal }.map { $0.name ?? "unnamed" }
+      var waiting = dependencies.filter { !$0.state.isFinal }
+      if !phase.isFinal && phase != .running, let barrier = barrierOf[ObjectIdentifier(item)],
+        !barrier.state.isFinal, !waiting.contains(where: { $0 === barrier })
+      {
+        waiting.append(barrier)
+      }
+      let waitingFor = waiting.map { $0.name ?? "unnamed" }
       var line = "  \(phase) '\(item.name ?? "unnamed")' (\(item.priority))"
       if phase == .running {
         let tenths = (now &- min(now, startedAt)) / 100_000_000
@@ -164,6 +179,9 @@ extension WorkQueue: CustomDebugStringConvertible {
           line += ", exclusive '\(key)'"
         }
         if !waitingFor.isEmpty { line += ", waits for \(waitingFor.map { "'\($0)'" }.joined(separator: ", "))" }
+      } else if phase == .ready && !waitingFor.isEmpty {
+        // Held behind a barrier added while it was added (ready, but not in the ready count).
+        line += ", waits for \(waitingFor.map { "'\($0)'" }.joined(separator: ", "))"
       }
       if item.attempts > 1 { line += ", attempt \(item.attempts)" }
       lines.append(line)

@@ -483,6 +483,23 @@ struct ReviewSession28Tests {
       #expect(order.list == [-1, 1, 2])
     }
 
+    /// The stuck-queue report (`String(reflecting:)`) says what an item behind a pending barrier waits for: the
+    /// barrier, for an item added after it and for one held behind it (added while another thread added it).
+    @Test func theStuckQueueReportNamesTheBarrierAnItemWaitsFor() {
+      let queue = WorkQueue(name: "r28.held.report", maxConcurrent: 2)
+      let (gate, _, item) = Self.straddle(queue) { queue.add(name: "X") {} }
+      #expect(Self.isHeld(item, on: queue))
+      queue.add(name: "F") {}
+      let report = String(reflecting: queue)
+      gate.open()
+      #expect(Self.drain([queue]))
+      let lines = report.split(separator: "\n").map(String.init)
+      let x = lines.first { $0.contains("'X'") } ?? ""
+      let f = lines.first { $0.contains("'F'") } ?? ""
+      #expect(x.contains("waits for 'B'"), "\(report)")
+      #expect(f.contains("waits for 'B'"), "\(report)")
+    }
+
     /// Whether `item` is held on `queue` (`EngineState.held`).
     static func isHeld(_ item: AnyWork, on queue: WorkQueue) -> Bool {
       queue.engine.withState { $0.held[ObjectIdentifier(item)] != nil }
