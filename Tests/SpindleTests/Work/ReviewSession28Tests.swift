@@ -761,6 +761,48 @@ struct ReviewSession28Tests {
       #expect(outcome.withLock { $0 } == "refused")
     }
 
+    /// A held item with a delay becomes ready while held (its timer fires while the barrier waits) and starts only
+    /// once the barrier ended, after it.
+    @Test func aHeldItemWithADelayThatEndsWhileHeldRunsAfterTheBarrier() {
+      let queue = WorkQueue(name: "r28.held.delay", maxConcurrent: 2)
+      let order = Order()
+      let (gate, _, item) = Self.straddle(
+        queue, barrierBody: { order.run(1) },
+        item: { queue.add(name: "X", delay: .milliseconds(5)) { order.run(2) } })
+      #expect(Self.isHeld(item, on: queue))
+      let readyWhileHeld = eventually(within: 5) {
+        queue.engine.withState { $0.held[ObjectIdentifier(item)]?.ready == true }
+      }
+      #expect(readyWhileHeld, "the delay never ended")
+      #expect(order.list.isEmpty)
+      gate.open()
+      #expect(Self.drain([queue]))
+      #expect(order.list == [1, 2])
+    }
+
+    /// A group with a timeout whose members are held behind a barrier: at the deadline the group fails with
+    /// `WorkTimeoutError` and its members end cancelled without running, though still held; the queue drains once the
+    /// barrier ended.
+    @Test func aTimedGroupOfHeldMembersTimesOut() {
+      let queue = WorkQueue(name: "r28.held.group-timeout", maxConcurrent: 2)
+      let ran = Atomic<Int>(0)
+      let (gate, _, handle) = Self.straddle(queue) {
+        queue.group(name: "group", timeout: .milliseconds(50)) { group in
+          let first = group.add { ran.add(1, ordering: .relaxed) }
+          return group.add(dependencies: [first]) { ran.add(1, ordering: .relaxed) }
+        }
+      }
+      let ended = eventually(within: 5) { handle.state.isFinal }
+      #expect(ended)
+      #expect(handle.state == .failed)
+      let members = queue.engine.withState { $0.held.count }
+      gate.open()
+      #expect(Self.drain([queue]))
+      let ranNow = ran.load(ordering: .relaxed)
+      #expect(ranNow == 0)
+      #expect(members == 0, "\(members) members still held after the group timed out")
+    }
+
     /// The members of a group added while a barrier is added by another thread, and the group cancelled while they
     /// are held: they complete cancelled at once, and the queue drains once the barrier ended.
     @Test func aGroupOfHeldMembersCancelled() {
