@@ -477,12 +477,17 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// Cancels every unfinished item: queued ones complete as cancelled, running ones are asked to stop.
+  ///
+  /// Newest first: cancelling an item can make later ones ready (a barrier that waits for it, the barrier's followers
+  /// and the items held behind it, work that takes its result), and in the order of registration they started (a
+  /// barrier's body ran) before the loop reached them. An item is never made ready by cancelling a later one: what it
+  /// waits for was registered before it.
   func cancelAll() {
     let items: [AnyWork] = withState { state in
       _ = state.scheduler.removeAllReady()
       return state.unfinishedItems()
     }
-    for item in items { item.cancel() }
+    for item in items.reversed() { item.cancel() }
   }
 
   // MARK: - Waiting
