@@ -159,13 +159,14 @@ extension AnyWork {
     if let completed { completed.retire(self) }
   }
 
-  /// Cancels the members of a group handle.
+  /// Cancels the members of a group handle, newest first (as `WorkQueue.cancelAll()`): oldest first, cancelling a
+  /// member made a later one that takes its result (`afterResults:`) ready, and it ran before it was cancelled.
   func cancelMembers() {
     let members: [AnyWork] = lock.withLock {
       defer { extras?.cancelAlso = [] }
       return extras?.cancelAlso ?? []
     }
-    for member in members { member.cancel() }
+    for member in members.reversed() { member.cancel() }
   }
 }
 

@@ -188,6 +188,31 @@ struct ReviewSession28Tests {
     #expect([r.state, b.state, f.state] == [.cancelled, .cancelled, .cancelled])
   }
 
+  /// Cancelling a group ends its unfinished members without running them, also one that cancelling another member
+  /// makes ready: the group's final item takes the result of member M (`afterResults:`, added straight to the queue and
+  /// returned by `build`), and M waits for A on another queue. M's completion handler, run by the cancelling thread,
+  /// gives the final item a second to start: it may not.
+  @Test func cancellingAGroupStartsNoMemberThatItsOwnCancelsMadeReady() {
+    let p = WorkQueue(name: "r28.group-cancel.p", maxConcurrent: 1)
+    let q = WorkQueue(name: "r28.group-cancel.q", maxConcurrent: 2)
+    let gate = SpindleTestSupport.Gate()
+    let ran = Atomic<Bool>(false)
+    let a = p.add(name: "A") { gate.wait() }
+    let member = Locked<Work<Bool>?>(nil)
+    let handle = q.group(name: "group") { group in
+      let m = group.add(name: "M", after: a) { $0 }
+      member.withLock { $0 = m }
+      return q.add(name: "final", afterResults: m) { _ in ran.store(true, ordering: .relaxed) }
+    }
+    member.withLock { $0 }?.whenComplete { _ in _ = eventually(within: 1) { ran.load(ordering: .relaxed) } }
+    handle.cancel()
+    gate.open()
+    #expect(Self.drain([p, q]))
+    let ranNow = ran.load(ordering: .relaxed)
+    #expect(!ranNow)
+    #expect(handle.state == .cancelled)
+  }
+
   #if DEBUG
     /// The same with an item held behind the barrier (added while another thread added it): `cancelAll()` ends it
     /// without running it, though cancelling what the barrier waits for lets the barrier end first.
