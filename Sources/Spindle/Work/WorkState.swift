@@ -5,7 +5,9 @@
 public enum WorkState: Sendable, Hashable {
   /// Waiting for its dependencies, a delay, its next retry or an exclusivity key.
   case pending
-  /// Every dependency is done; waiting for a free slot in its queue (also while the queue is suspended).
+  /// Every dependency is done; waiting for a free slot in its queue (also while the queue is suspended). Work whose
+  /// add raced another thread's ``WorkQueue/addBarrier(name:_:)`` (published after the barrier took what it waits for)
+  /// may be ready and still wait for that barrier to end, as the work added after the barrier does while pending.
   case ready
   /// The body is running (an `async` or callback body counts as running until it completes).
   case running
