@@ -140,6 +140,41 @@ struct ReviewSession28Tests {
     #expect(problems.isEmpty, "seed \(seed): \(problems.prefix(6))")
   }
 
+  /// On a serial queue, three threads add plain work of one priority and barriers at once: each thread's plain items
+  /// start in the order that thread added them (first in, first out), held or not, and every barrier runs alone.
+  @Test func aSerialQueueKeepsEachAddersOrderAcrossBarriers() {
+    var problems: [String] = []
+    for round in 0..<Reliability.size(20, full: 200) where problems.isEmpty {
+      let queue = WorkQueue(name: "r28.fifo.race", maxConcurrent: 1)
+      let monitor = Monitor()
+      let order = Order()
+      DispatchQueue.concurrentPerform(iterations: 3) { adder in
+        var random = Reliability.Random(seed: UInt64(round * 3 + adder))
+        for index in 0..<100 {
+          let id = (adder + 1) * 1_000 + index
+          if random.next() % 8 == 0 {
+            queue.addBarrier { monitor.run(id, barrier: true) }
+          } else {
+            queue.add {
+              order.run(id)
+              monitor.run(id)
+            }
+          }
+        }
+      }
+      guard Self.drain([queue]) else {
+        problems.append("round \(round): never drained")
+        break
+      }
+      problems += monitor.state.withLock { $0.problems }.prefix(2).map { "round \(round): \($0)" }
+      for adder in 1...3 {
+        let started = order.list.filter { $0 / 1_000 == adder }
+        if started != started.sorted() { problems.append("round \(round), adder \(adder): started \(started)") }
+      }
+    }
+    #expect(problems.isEmpty, "\(problems.prefix(4))")
+  }
+
   /// Bodies of another queue add barriers to Q while two threads add plain work to Q: no body of Q runs beside one
   /// of its barriers, and Q drains.
   @Test func barriersAddedFromBodiesOfAnotherQueue() {
