@@ -269,7 +269,12 @@ final class WorkEngine: @unchecked Sendable {
     if !work.isBarrier && barrierHint.load(ordering: .relaxed) {
       // Follow the pending barrier: one more dependency, resolved when the barrier completes.
       followsBarrier = withState { state in
-        guard let last = state.barriers.indices.last else { return false }
+        // A barrier whose followers were already taken (it is retiring) is not followed: an item that followed it now
+        // would be told after the retirement, once this thread's next item may already be queued. Unwired, the item
+        // is registered in turn, held while the barrier is pending (`EngineState.held`), and queued in its order.
+        guard let last = state.barriers.indices.last,
+          state.retiringBarrier != ObjectIdentifier(state.barriers[last].barrier)
+        else { return false }
         work.remaining.wrappingAdd(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
         return true
@@ -1166,6 +1171,9 @@ struct EngineState {
   var blockedWaits = BlockedWaits()
   /// Pending barriers, oldest first, each with the items added after it (they wait for it).
   var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []
+  /// The pending barrier whose followers its retirement took (`readyFollowers(of:into:rare:)`), until it is
+  /// unregistered: work added meanwhile does not follow it (see `admit`), but is held behind it.
+  var retiringBarrier: ObjectIdentifier?
   /// Items registered while a barrier was pending, by identity: each with the barrier that was the newest pending one
   /// then, and whether it is ready. Such an item was published after that barrier took what it waits for, so it must
   /// not start before the barrier completed; yet its adding thread may have decided, before the barrier was added,
@@ -1294,6 +1302,7 @@ struct EngineState {
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       if rare == nil { rare = RareRetirement() }
       rare!.released = barriers.remove(at: index).followers
+      if retiringBarrier == ObjectIdentifier(item) { retiringBarrier = nil }
       if !held.isEmpty { releaseHeld(for: item, into: &ready) }
     }
     if !held.isEmpty { held.removeValue(forKey: ObjectIdentifier(item)) }

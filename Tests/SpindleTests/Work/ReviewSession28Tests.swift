@@ -143,12 +143,13 @@ struct ReviewSession28Tests {
   /// On a serial queue, three threads add plain work of one priority and barriers at once: every barrier runs alone,
   /// and each thread's plain items start in the order that thread added them (first in, first out), held or not.
   ///
-  /// Known issue (intermittent, about one run in five here): an item that starts following a barrier after the
-  /// barrier's retirement took its followers (a late follower, `RareRetirement.released`) is made ready by the retiring
-  /// thread after that retirement's critical section; meanwhile its adder, whose own share was already counted, adds
-  /// the next item, which sees no pending barrier and is queued first (seen: 3011 and 3012 started before 3010). Before
-  /// session 28 every follower was made ready that way, and items held behind a barrier were queued in a dictionary's
-  /// order: this test then failed in 3 of 3 full-size runs.
+  /// A late follower (an item that began to follow a barrier after the barrier's retirement took its followers) was
+  /// made ready by the retiring thread after that retirement's critical section, while its adder's next item, which
+  /// saw no pending barrier, was queued first (seen: 3011 and 3012 started before 3010; about one run in five, and 1
+  /// in 18 full-size runs under load). Now a retiring barrier is not followed: such an item is held behind it and
+  /// queued in its order (0 of 40 full-size runs under load). Before session 28 every follower was made ready that
+  /// way, and items held behind a barrier were queued in a dictionary's order: this test then failed in 3 of 3
+  /// full-size runs.
   @Test func aSerialQueueKeepsEachAddersOrderAcrossBarriers() {
     var problems: [String] = []
     var orderProblems: [String] = []
@@ -181,9 +182,7 @@ struct ReviewSession28Tests {
       }
     }
     #expect(problems.isEmpty, "\(problems.prefix(4))")
-    withKnownIssue("a late follower of a barrier is queued after its adder's next item", isIntermittent: true) {
-      #expect(orderProblems.isEmpty, "\(orderProblems.prefix(2))")
-    }
+    #expect(orderProblems.isEmpty, "\(orderProblems.prefix(2))")
   }
 
   /// Bodies of another queue add barriers to Q while two threads add plain work to Q: no body of Q runs beside one
