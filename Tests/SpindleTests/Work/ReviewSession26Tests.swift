@@ -159,7 +159,8 @@ struct ReviewSession26Tests {
   }
 
   /// A holds exclusivity key K; Y on R waits in K's line; D on Q depends on Y. A known miss of session 26, found since
-  /// session 27: work in line for a key held by work met on the walk is followed.
+  /// session 27: work in line for a key held by work met on the walk is followed. A probes only once Y is in K's line
+  /// behind A (Y asks for the key when a worker of R takes it up, at a moment the test does not choose).
   @Test func theLineOfAKeyTheBodyHoldsIsFollowed() async throws {
     let p = WorkQueue(name: "r26.key.p", maxConcurrent: 2)
     let q = WorkQueue(name: "r26.key.q", maxConcurrent: 2)
@@ -167,7 +168,7 @@ struct ReviewSession26Tests {
     let seen = Slot()
     let started = Slot()
     let gate = SpindleTestSupport.Gate()
-    p.add(name: "A", exclusive: "r26.key") {
+    let a = p.add(name: "A", exclusive: "r26.key") {
       started.set("yes")
       gate.wait()
       seen.set(Self.probe(q))
@@ -175,8 +176,11 @@ struct ReviewSession26Tests {
     #expect(started.await(within: 30) == "yes")
     let y = r.add(name: "Y", exclusive: "r26.key") { 1 }
     let d = q.add(name: "D", after: y) { $0 + 1 }
-    // Y asks for the key (and parks in its line) once it is ready.
-    try await Task.sleep(for: .milliseconds(50))
+    // Y parks in K's line, behind A, once a worker of R has taken it up.
+    let parked = await eventually(within: 30) {
+      ExclusivityRegistry.shared.line(of: "r26.key", heldBy: a).contains { $0 === y }
+    }
+    #expect(parked)
     gate.open()
     #expect(seen.await(within: 30) == "found D")
     #expect(try await d.value == 2)
@@ -185,7 +189,8 @@ struct ReviewSession26Tests {
   /// A (P) awaits `q.allFinished()` while B, running on Q, does not wait yet; then B waits for A (`Work.wait()`). A's
   /// wait for all of Q is recorded once its check passed, so B's check, walking back from A, finds that A waits for B's
   /// queue, and refuses B: B ends, Q drains, and A's await returns. (Unrecorded, both hung: a known miss until
-  /// session 26 recorded queue waits.) Cancelling A cleans up if the wait was not refused.
+  /// session 26 recorded queue waits.) Cancelling A cleans up if the wait was not refused. B begins to wait only once
+  /// A's wait is recorded (or A's await ended, which the expectations then report).
   @Test func aBodyOfTheQueueThatBeginsWaitingForTheBodyAfterTheCheckIsRefused() async throws {
     let q = WorkQueue(name: "r26.late-waiter.q", maxConcurrent: 2)
     let p = WorkQueue(name: "r26.late-waiter.p", maxConcurrent: 2)
@@ -201,8 +206,11 @@ struct ReviewSession26Tests {
     }
     #expect(started.await(within: 30) == "yes")
     p.resume()
-    // A's check runs while B does not wait yet.
-    try await Task.sleep(for: .milliseconds(50))
+    // A's check runs while B does not wait yet; B is let go once A's wait for Q is recorded.
+    let checked = await eventually(within: 30) {
+      BodyWaits.shared.waitsForQueue(a, q.engine) || result.get != nil
+    }
+    #expect(checked)
     gate.open()
     let outcome = waited.await(within: 10)
     #expect(
