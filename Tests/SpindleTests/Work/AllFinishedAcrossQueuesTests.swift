@@ -183,6 +183,7 @@ struct AllFinishedAcrossQueuesTests {
   // MARK: - Keys (session 27): work in line for a key the body holds
 
   /// A holds key K; Y on R is in K's line; D on Q depends on Y. Y gets K only once A completed: the await would hang.
+  /// Y is added only once A holds K (each asks for the key when a worker takes it up: Y could otherwise get it first).
   @Test func workInLineForAKeyTheBodyHoldsIsSeen() async throws {
     let p = WorkQueue(name: "af.key.p", maxConcurrent: 2)
     let q = WorkQueue(name: "af.key.q", maxConcurrent: 2)
@@ -194,10 +195,14 @@ struct AllFinishedAcrossQueuesTests {
       result.set(await Self.outcome(ofAllFinished: q))
       return 1
     }
+    let holds = await eventually(within: 30) { ExclusivityRegistry.shared.isHeld("af.key", by: a) }
+    #expect(holds)
     let y = r.add(name: "Y", exclusive: "af.key") { 1 }
     let d = q.add(name: "D", after: y) { $0 + 1 }
     // Y is ready at once and parks in K's line, behind A.
-    let parked = await eventually { ExclusivityRegistry.shared.line(of: "af.key", heldBy: a).contains { $0 === y } }
+    let parked = await eventually(within: 30) {
+      ExclusivityRegistry.shared.line(of: "af.key", heldBy: a).contains { $0 === y }
+    }
     #expect(parked)
     go.store(true, ordering: .relaxed)
     let outcome = Self.settle(result, cancelling: a)
