@@ -227,15 +227,19 @@ struct ReviewSession27bTests {
 
   // MARK: - Slots: a width raised while the body waits
 
-  /// On serial P, A holds the slot; X on P, D on Q after X. Another thread raises P's width 100 ms later: X starts,
-  /// D runs, and the await would return. The check sees the width of the moment.
+  /// On serial P, A holds the slot; X on P, D on Q after X. Another thread raises P's width once A's check is over
+  /// (A's await refused, or recorded as a wait for Q): X starts, D runs, and the await would return. The check sees
+  /// the width of the moment. (A raise on a 100 ms timer could come before the check on a slow host.)
   @Test func aWidthRaisedWhileTheBodyWaits() async throws {
     let p = WorkQueue(name: "r27b.raise.p", maxConcurrent: 1)
     let q = WorkQueue(name: "r27b.raise.q", maxConcurrent: 2)
     let (a, result) = Across.awaitingBody(on: p, for: q)
     let x = p.add(name: "X") { 1 }
     let d = q.add(name: "D", after: x) { $0 + 1 }
-    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { p.maxConcurrent = 2 }
+    DispatchQueue.global().async {
+      _ = eventually(within: 30) { result.get != nil || BodyWaits.shared.waitsForQueue(a, q.engine) }
+      p.maxConcurrent = 2
+    }
     p.resume()
     let outcome = Self.settle(result, cancelling: a)
     #expect(outcome.hasPrefix("refused:") && outcome.contains("'D'"), "\(outcome)")
