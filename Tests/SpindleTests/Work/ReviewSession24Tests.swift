@@ -423,7 +423,8 @@ struct ReviewSession24Tests {
 
   /// W (queue 1) waits for running Y (queue 2); Y's body waits for Z (queue 1), which depends on W. A cycle through a
   /// wait for work of another queue: W's wait is refused (it hung when no queue recorded such waits; `BodyWaits` now
-  /// does), and Y's then returns Z's value.
+  /// does), and Y's then returns Z's value. W begins to wait only once Y's wait for Z is recorded (running, Y may not
+  /// have begun it yet).
   @Test func aCycleThroughAWaitForWorkOfAnotherQueueIsRefused() throws {
     let queue = WorkQueue(name: "r24.miss.q1", maxConcurrent: 2)
     let other = WorkQueue(name: "r24.miss.q2", maxConcurrent: 2)
@@ -441,6 +442,7 @@ struct ReviewSession24Tests {
     y.set(other.add(name: "Y") { (try? z.get.wait()) ?? -1 })
     queue.resume()
     #expect(eventually(within: 5) { y.get.state == .running && w.state == .running })
+    #expect(eventually(within: 5) { AwaitCheckTests.isRecorded(y.get, waitingFor: z.get) })
     wGate.open()
     let outcome = result.await(within: 2)
     if outcome == nil { z.get.cancel() }
