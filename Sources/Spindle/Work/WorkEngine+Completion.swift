@@ -59,15 +59,16 @@ extension WorkEngine {
   /// it: they all became ready when the barrier ended, and start highest priority first, first in first out within a
   /// priority. Made ready one at a time after the retirement, as they were, the first of them started at once (on a
   /// free slot, or by the worker that lingered after the barrier) while a higher-priority one was still waiting to be
-  /// told. The barrier stays pending until it retires, marked retiring (`EngineState.retiringBarrier`): work added from
-  /// now on does not follow it but is held behind it, and queued at its retirement in the order it was registered
-  /// (followed late, such an item was told after the retirement, and its adder's next item could start first); a
-  /// barrier added meanwhile still follows it (`RareRetirement.released`).
+  /// told. The barrier stays pending until it retires, marked retiring (`EngineState.retiringBarriers`): work added
+  /// from now on does not follow it but is held behind it, and queued at its retirement in the order it was registered
+  /// (followed late, such an item was told after the retirement, and its adder's next item could start first). A
+  /// barrier added meanwhile waits for it as for any unfinished item (already complete: resolved at once). So nothing
+  /// should be on its followers list when it unregisters; `RareRetirement.released` makes ready whatever is.
   @inline(never)
   private func readyFollowers(of barrier: AnyWork, into ready: inout SmallList<AnyWork>, rare: inout RareRetirement?) {
     let followers: [AnyWork] = withState { state in
       guard let index = state.barriers.firstIndex(where: { $0.barrier === barrier }) else { return [] }
-      state.retiringBarrier = ObjectIdentifier(barrier)
+      state.retiringBarriers.insert(ObjectIdentifier(barrier))
       var taken: [AnyWork] = []
       swap(&taken, &state.barriers[index].followers)
       return taken

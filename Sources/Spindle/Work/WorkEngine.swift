@@ -273,7 +273,7 @@ final class WorkEngine: @unchecked Sendable {
         // would be told after the retirement, once this thread's next item may already be queued. Unwired, the item
         // is registered in turn, held while the barrier is pending (`EngineState.held`), and queued in its order.
         guard let last = state.barriers.indices.last,
-          state.retiringBarrier != ObjectIdentifier(state.barriers[last].barrier)
+          !state.retiringBarriers.contains(ObjectIdentifier(state.barriers[last].barrier))
         else { return false }
         work.remaining.wrappingAdd(1, ordering: .relaxed)
         state.barriers[last].followers.append(work)
@@ -1171,9 +1171,10 @@ struct EngineState {
   var blockedWaits = BlockedWaits()
   /// Pending barriers, oldest first, each with the items added after it (they wait for it).
   var barriers: [(barrier: AnyWork, followers: [AnyWork])] = []
-  /// The pending barrier whose followers its retirement took (`readyFollowers(of:into:rare:)`), until it is
-  /// unregistered: work added meanwhile does not follow it (see `admit`), but is held behind it.
-  var retiringBarrier: ObjectIdentifier?
+  /// The pending barriers whose followers their retirement took (`readyFollowers(of:into:rare:)`), each until it is
+  /// unregistered: work added meanwhile does not follow them (see `admit`), but is held behind them. A set, not one
+  /// slot: a barrier made ready by another's end can be cancelled, and retire, inside that one's retirement.
+  var retiringBarriers: Set<ObjectIdentifier> = []
   /// Items registered while a barrier was pending, by identity: each with the barrier that was the newest pending one
   /// then, and whether it is ready. Such an item was published after that barrier took what it waits for, so it must
   /// not start before the barrier completed; yet its adding thread may have decided, before the barrier was added,
@@ -1302,7 +1303,7 @@ struct EngineState {
     if !barriers.isEmpty, let index = barriers.firstIndex(where: { $0.barrier === item }) {
       if rare == nil { rare = RareRetirement() }
       rare!.released = barriers.remove(at: index).followers
-      if retiringBarrier == ObjectIdentifier(item) { retiringBarrier = nil }
+      if !retiringBarriers.isEmpty { retiringBarriers.remove(ObjectIdentifier(item)) }
       if !held.isEmpty { releaseHeld(for: item, into: &ready) }
     }
     if !held.isEmpty { held.removeValue(forKey: ObjectIdentifier(item)) }
