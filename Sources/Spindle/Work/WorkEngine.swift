@@ -726,14 +726,7 @@ extension AnyWork {
       if let engine {
         let id = ObjectIdentifier(engine)
         if queues[id] == nil {
-          let barrierOf: [ObjectIdentifier: AnyWork] = engine.withState { state in
-            var barrierOf: [ObjectIdentifier: AnyWork] = [:]
-            for (barrier, followers) in state.barriers {
-              for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
-            }
-            for (id, entry) in state.held where barrierOf[id] == nil { barrierOf[id] = entry.barrier }
-            return barrierOf
-          }
+          let barrierOf = engine.withState { $0.pendingBarrierOfEachWaitingItem() }
           queues[id] = (engine, barrierOf, nil)
           keep.append(engine)
           for barrier in barrierOf.values { keep.append(barrier) }
@@ -1234,6 +1227,17 @@ struct EngineState {
       let priority = dependent.priority.rawValue
       scheduler.push(consume dependent, priority: priority)
     }
+  }
+
+  /// The pending barrier each item waits for, by the item's identity: the one it follows, or the one it is held behind
+  /// (see `held`); its own list of dependencies names neither.
+  func pendingBarrierOfEachWaitingItem() -> [ObjectIdentifier: AnyWork] {
+    var barrierOf: [ObjectIdentifier: AnyWork] = [:]
+    for (barrier, followers) in barriers {
+      for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
+    }
+    for (id, entry) in held where barrierOf[id] == nil { barrierOf[id] = entry.barrier }
+    return barrierOf
   }
 
   /// Holds `item` (registered while a barrier is pending) until the newest pending barrier retires (see `held`).

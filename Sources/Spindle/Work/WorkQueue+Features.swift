@@ -142,15 +142,8 @@ extension WorkQueue: CustomDebugStringConvertible {
   /// //   pending 'render' (normal), waits for 'page'
   /// ```
   public var debugDescription: String {
-    // With the pending barrier each item waits for: the one it follows, or the one it is held behind (see
-    // `EngineState.held`), which its own list of dependencies does not name.
     let (items, scheduler, barrierOf) = engine.withState { state in
-      var barrierOf: [ObjectIdentifier: AnyWork] = [:]
-      for (barrier, followers) in state.barriers {
-        for follower in followers { barrierOf[ObjectIdentifier(follower)] = barrier }
-      }
-      for (id, entry) in state.held where barrierOf[id] == nil { barrierOf[id] = entry.barrier }
-      return (state.unfinishedItems(), state.scheduler, barrierOf)
+      (state.unfinishedItems(), state.scheduler, state.pendingBarrierOfEachWaitingItem())
     }
     var lines = [
       "WorkQueue '\(name)': width \(scheduler.width), \(scheduler.slots - scheduler.idle) running, "
