@@ -22,6 +22,31 @@ SPINDLE_INLINE void slide_row_u16(
   }
 }
 
+SPINDLE_INLINE uint16_t average_u16(uint16_t sum, uint16_t rounding, uint16_t multiplier, uint16_t shift) {
+  uint16_t high = (uint16_t)(((uint32_t)(uint16_t)(sum + rounding) * multiplier) >> 16);
+  return (uint8_t)(high >> shift);
+}
+
+// Three slides of a cascade at once: stage 1's output is stage 2's entering row, stage 2's is stage 3's.
+SPINDLE_INLINE void slide3_row_u16(
+  uint16_t *restrict sums1, uint16_t *restrict sums2, uint16_t *restrict sums3, uint8_t *restrict output1,
+  uint8_t *restrict output2, uint8_t *restrict output3, const uint8_t *restrict entering,
+  const uint8_t *restrict leaving1, const uint8_t *restrict leaving2, const uint8_t *restrict leaving3,
+  intptr_t count, uint16_t rounding, uint16_t multiplier, uint16_t shift) {
+  for (intptr_t j = 0; j < count; j++) {
+    uint16_t s1 = sums1[j], s2 = sums2[j], s3 = sums3[j];
+    uint16_t a1 = average_u16(s1, rounding, multiplier, shift);
+    uint16_t a2 = average_u16(s2, rounding, multiplier, shift);
+    uint16_t a3 = average_u16(s3, rounding, multiplier, shift);
+    output1[j] = (uint8_t)a1;
+    output2[j] = (uint8_t)a2;
+    output3[j] = (uint8_t)a3;
+    sums1[j] = (uint16_t)(s1 + entering[j] - leaving1[j]);
+    sums2[j] = (uint16_t)(s2 + a1 - leaving2[j]);
+    sums3[j] = (uint16_t)(s3 + a2 - leaving3[j]);
+  }
+}
+
 SPINDLE_INLINE void average_row_u16(
   const uint16_t *restrict sums, uint8_t *restrict output, intptr_t count, uint16_t rounding, uint16_t multiplier,
   uint16_t shift) {
@@ -95,6 +120,51 @@ SPINDLE_AVX2 static void slide_row_u16_avx2(
   slide_row_u16(sums + j, output + j, entering + j, leaving + j, count - j, rounding, multiplier, shift);
 }
 
+SPINDLE_AVX2 static void slide3_row_u16_avx2(
+  uint16_t *sums1, uint16_t *sums2, uint16_t *sums3, uint8_t *output1, uint8_t *output2, uint8_t *output3,
+  const uint8_t *entering, const uint8_t *leaving1, const uint8_t *leaving2, const uint8_t *leaving3, intptr_t count,
+  uint16_t rounding, uint16_t multiplier, uint16_t shift) {
+  const __m256i vrounding = _mm256_set1_epi16((short)rounding);
+  const __m256i vmultiplier = _mm256_set1_epi16((short)multiplier);
+  const __m128i vshift = _mm_cvtsi32_si128(shift);
+  intptr_t j = 0;
+  for (; j + 32 <= count; j += 32) {
+    // Stage 1: its averages (16-bit lanes, already truncated to 8 bits) are stage 2's entering bytes.
+    __m256i s0 = _mm256_loadu_si256((const __m256i *)(sums1 + j));
+    __m256i s1 = _mm256_loadu_si256((const __m256i *)(sums1 + j + 16));
+    __m256i a0 = average16_avx2(s0, vrounding, vmultiplier, vshift);
+    __m256i a1 = average16_avx2(s1, vrounding, vmultiplier, vshift);
+    _mm256_storeu_si256((__m256i *)(output1 + j), pack32_avx2(a0, a1));
+    _mm256_storeu_si256(
+      (__m256i *)(sums1 + j),
+      _mm256_sub_epi16(_mm256_add_epi16(s0, widen16_avx2(entering + j)), widen16_avx2(leaving1 + j)));
+    _mm256_storeu_si256(
+      (__m256i *)(sums1 + j + 16),
+      _mm256_sub_epi16(_mm256_add_epi16(s1, widen16_avx2(entering + j + 16)), widen16_avx2(leaving1 + j + 16)));
+    // Stage 2: enters stage 1's averages; its own are stage 3's entering bytes.
+    s0 = _mm256_loadu_si256((const __m256i *)(sums2 + j));
+    s1 = _mm256_loadu_si256((const __m256i *)(sums2 + j + 16));
+    __m256i b0 = average16_avx2(s0, vrounding, vmultiplier, vshift);
+    __m256i b1 = average16_avx2(s1, vrounding, vmultiplier, vshift);
+    _mm256_storeu_si256((__m256i *)(output2 + j), pack32_avx2(b0, b1));
+    _mm256_storeu_si256((__m256i *)(sums2 + j), _mm256_sub_epi16(_mm256_add_epi16(s0, a0), widen16_avx2(leaving2 + j)));
+    _mm256_storeu_si256(
+      (__m256i *)(sums2 + j + 16), _mm256_sub_epi16(_mm256_add_epi16(s1, a1), widen16_avx2(leaving2 + j + 16)));
+    // Stage 3.
+    s0 = _mm256_loadu_si256((const __m256i *)(sums3 + j));
+    s1 = _mm256_loadu_si256((const __m256i *)(sums3 + j + 16));
+    __m256i c0 = average16_avx2(s0, vrounding, vmultiplier, vshift);
+    __m256i c1 = average16_avx2(s1, vrounding, vmultiplier, vshift);
+    _mm256_storeu_si256((__m256i *)(output3 + j), pack32_avx2(c0, c1));
+    _mm256_storeu_si256((__m256i *)(sums3 + j), _mm256_sub_epi16(_mm256_add_epi16(s0, b0), widen16_avx2(leaving3 + j)));
+    _mm256_storeu_si256(
+      (__m256i *)(sums3 + j + 16), _mm256_sub_epi16(_mm256_add_epi16(s1, b1), widen16_avx2(leaving3 + j + 16)));
+  }
+  slide3_row_u16(
+    sums1 + j, sums2 + j, sums3 + j, output1 + j, output2 + j, output3 + j, entering + j, leaving1 + j, leaving2 + j,
+    leaving3 + j, count - j, rounding, multiplier, shift);
+}
+
 SPINDLE_AVX2 static void average_row_u16_avx2(
   const uint16_t *sums, uint8_t *output, intptr_t count, uint16_t rounding, uint16_t multiplier, uint16_t shift) {
   const __m256i vrounding = _mm256_set1_epi16((short)rounding);
@@ -151,6 +221,15 @@ static void slide_row_u16_baseline(
   slide_row_u16(sums, output, entering, leaving, count, rounding, multiplier, shift);
 }
 
+static void slide3_row_u16_baseline(
+  uint16_t *sums1, uint16_t *sums2, uint16_t *sums3, uint8_t *output1, uint8_t *output2, uint8_t *output3,
+  const uint8_t *entering, const uint8_t *leaving1, const uint8_t *leaving2, const uint8_t *leaving3, intptr_t count,
+  uint16_t rounding, uint16_t multiplier, uint16_t shift) {
+  slide3_row_u16(
+    sums1, sums2, sums3, output1, output2, output3, entering, leaving1, leaving2, leaving3, count, rounding,
+    multiplier, shift);
+}
+
 static void average_row_u16_baseline(
   const uint16_t *sums, uint8_t *output, intptr_t count, uint16_t rounding, uint16_t multiplier, uint16_t shift) {
   average_row_u16(sums, output, count, rounding, multiplier, shift);
@@ -165,11 +244,12 @@ static void blend_weighted_baseline(uint8_t *target, const uint8_t *blurred, con
 }
 
 static const spindle_filter_kernels baseline_kernels = {
-  slide_row_u16_baseline, average_row_u16_baseline, blend_row_baseline, blend_weighted_baseline};
+  slide_row_u16_baseline, slide3_row_u16_baseline, average_row_u16_baseline, blend_row_baseline,
+  blend_weighted_baseline};
 
 #ifdef SPINDLE_HAS_AVX2_VARIANT
 static const spindle_filter_kernels avx2_kernels = {
-  slide_row_u16_avx2, average_row_u16_avx2, blend_row_avx2, blend_weighted_avx2};
+  slide_row_u16_avx2, slide3_row_u16_avx2, average_row_u16_avx2, blend_row_avx2, blend_weighted_avx2};
 #endif
 
 int spindle_kernels_supports(int variant) {
@@ -230,6 +310,15 @@ void spindle_slide_row_u16(
   uint16_t *sums, uint8_t *output, const uint8_t *entering, const uint8_t *leaving, intptr_t count,
   uint16_t rounding, uint16_t multiplier, uint16_t shift) {
   kernels()->slide_row_u16(sums, output, entering, leaving, count, rounding, multiplier, shift);
+}
+
+void spindle_slide3_row_u16(
+  uint16_t *sums1, uint16_t *sums2, uint16_t *sums3, uint8_t *output1, uint8_t *output2, uint8_t *output3,
+  const uint8_t *entering, const uint8_t *leaving1, const uint8_t *leaving2, const uint8_t *leaving3, intptr_t count,
+  uint16_t rounding, uint16_t multiplier, uint16_t shift) {
+  kernels()->slide3_row_u16(
+    sums1, sums2, sums3, output1, output2, output3, entering, leaving1, leaving2, leaving3, count, rounding,
+    multiplier, shift);
 }
 
 void spindle_average_row_u16(

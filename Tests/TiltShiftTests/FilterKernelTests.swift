@@ -76,6 +76,52 @@ struct FilterKernelTests {
     }
   }
 
+  /// The cascade's fused step (three slides, each stage entering the row the stage before it outputs) gives exactly
+  /// the bytes and sums of the three single slides it stands for, in every variant, for lengths around the vector
+  /// widths and arbitrary sums, roundings, multipliers and shifts.
+  @Test func theFusedCascadeStepIsThreeSlides() throws {
+    var random = Generator(state: 7)
+    for variant in Self.supported {
+      let kernels = try #require(spindle_kernels_for(variant.rawValue)?.pointee)
+      for trial in 0..<300 {
+        let count = trial < 70 ? trial : [191, 192, 193, 2047, 2048][trial % 5] + Int(random.next() % 3)
+        let sums = (0..<3).map { _ in (0..<count).map { _ in UInt16(truncatingIfNeeded: random.next()) } }
+        let entering = random.bytes(count)
+        let leaving = (0..<3).map { _ in random.bytes(count) }
+        // The filter's own parameters half of the time (multiplier and shift of a real box), arbitrary otherwise.
+        let (rounding, multiplier, shift): (UInt16, UInt16, UInt16)
+        if trial % 2 == 0, let narrow = BoxKernel.narrowReciprocal(2 * (trial % 40) + 1) {
+          (rounding, multiplier, shift) = (
+            UInt16(trial % 40), UInt16(truncatingIfNeeded: narrow.multiplier), narrow.shift
+          )
+        } else {
+          rounding = UInt16(truncatingIfNeeded: random.next())
+          multiplier = UInt16(truncatingIfNeeded: random.next())
+          shift = UInt16(random.next() % 16)
+        }
+        // Expected: three single slides through the same variant's kernel, each entering the previous output.
+        var expectedSums = sums
+        var expectedOutputs = [[UInt8]](repeating: [UInt8](repeating: 0, count: count), count: 3)
+        kernels.slide_row_u16(
+          &expectedSums[0], &expectedOutputs[0], entering, leaving[0], count, rounding, multiplier, shift)
+        kernels.slide_row_u16(
+          &expectedSums[1], &expectedOutputs[1], expectedOutputs[0], leaving[1], count, rounding, multiplier, shift)
+        kernels.slide_row_u16(
+          &expectedSums[2], &expectedOutputs[2], expectedOutputs[1], leaving[2], count, rounding, multiplier, shift)
+        var (s1, s2, s3) = (sums[0], sums[1], sums[2])
+        var (o1, o2, o3) = (
+          [UInt8](repeating: 0xAA, count: count), [UInt8](repeating: 0x55, count: count),
+          [UInt8](repeating: 0x11, count: count)
+        )
+        kernels.slide3_row_u16(
+          &s1, &s2, &s3, &o1, &o2, &o3, entering, leaving[0], leaving[1], leaving[2], count, rounding, multiplier,
+          shift)
+        #expect([s1, s2, s3] == expectedSums, "\(variant) fused sums, \(count) bytes, trial \(trial)")
+        #expect([o1, o2, o3] == expectedOutputs, "\(variant) fused outputs, \(count) bytes, trial \(trial)")
+      }
+    }
+  }
+
   /// The whole filter gives the same bytes with each variant: row masks and column masks (a rotated photo),
   /// every layout, streamed and whole-image forms, images wider than a vector and than a strip.
   @Test func theFilterGivesTheSameBytesWithEachVariant() throws {

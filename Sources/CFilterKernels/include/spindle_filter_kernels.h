@@ -33,6 +33,10 @@ typedef struct {
   void (*slide_row_u16)(
     uint16_t *sums, uint8_t *output, const uint8_t *entering, const uint8_t *leaving, intptr_t count,
     uint16_t rounding, uint16_t multiplier, uint16_t shift);
+  void (*slide3_row_u16)(
+    uint16_t *sums1, uint16_t *sums2, uint16_t *sums3, uint8_t *output1, uint8_t *output2, uint8_t *output3,
+    const uint8_t *entering, const uint8_t *leaving1, const uint8_t *leaving2, const uint8_t *leaving3,
+    intptr_t count, uint16_t rounding, uint16_t multiplier, uint16_t shift);
   void (*average_row_u16)(
     const uint16_t *sums, uint8_t *output, intptr_t count, uint16_t rounding, uint16_t multiplier, uint16_t shift);
   void (*blend_row)(uint8_t *target, const uint8_t *blurred, intptr_t count, uint16_t weight);
@@ -47,6 +51,16 @@ const spindle_filter_kernels *spindle_kernels_for(int variant);
 /// `sums[j] += entering[j] - leaving[j]` (wrapping in 16 bits).
 void spindle_slide_row_u16(
   uint16_t *sums, uint8_t *output, const uint8_t *entering, const uint8_t *leaving, intptr_t count,
+  uint16_t rounding, uint16_t multiplier, uint16_t shift);
+
+/// One step of a cascade of three box blurs, each stage entering the row the stage before it outputs in this
+/// same step: ``spindle_slide_row_u16`` on `sums1` (entering `entering`, leaving `leaving1`, output to
+/// `output1`), then on `sums2` entering `output1` (leaving `leaving2`, output to `output2`), then on `sums3`
+/// entering `output2` (leaving `leaving3`, output to `output3`). The same bytes and sums as those three calls,
+/// with stage 1's and stage 2's outputs taken from registers instead of read back. No pointer may overlap another.
+void spindle_slide3_row_u16(
+  uint16_t *sums1, uint16_t *sums2, uint16_t *sums3, uint8_t *output1, uint8_t *output2, uint8_t *output3,
+  const uint8_t *entering, const uint8_t *leaving1, const uint8_t *leaving2, const uint8_t *leaving3, intptr_t count,
   uint16_t rounding, uint16_t multiplier, uint16_t shift);
 
 /// The output half of ``spindle_slide_row_u16`` alone (the last row of a run: the sums do not move).

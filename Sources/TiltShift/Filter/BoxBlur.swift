@@ -384,8 +384,27 @@ struct VerticalCascade {
       walk.started3 = true
     }
     var y = walk.next3
+    let fuses = kernel.narrow != nil
     while y <= lastRow {
       let target = outputRow(y)
+      // The steady state: stage 2 is to produce the row stage 3 enters now, stage 1 the row stage 2 enters, and all
+      // three slide (none clamped at the image's end, none at its run's last row). One kernel call does the three
+      // steps the general path below would, in the same order, with the same rows.
+      let row2 = y + radius + 1
+      let row1 = row2 + radius + 1
+      if fuses && started2 && next2 == row2 && next1 == row1 && y + 1 < rows.upperBound && row2 + 1 < end2
+        && row1 + 1 < end1
+      {
+        kernel.slideCascadeRow(
+          sums1, sums2, sums3, into: ring1Row(row1), ring2Row(row2), target,
+          entering: sourceRow(min(row1 + radius + 1, last)), leaving: sourceRow(max(row1 - radius, 0)),
+          ring1Row(max(row2 - radius, 0)), ring2Row(max(y - radius, 0)), count: count)
+        next1 = row1 + 1
+        next2 = row2 + 1
+        finished(y)
+        y += 1
+        continue
+      }
       if y + 1 < rows.upperBound {
         let entering = min(y + radius + 1, last)
         produce2(through: entering)
@@ -447,6 +466,23 @@ extension BoxKernel {
         sums[j] = sum &+ UInt32(entering[j]) &- UInt32(leaving[j])
       }
     }
+  }
+
+  /// ``slideRow(_:into:entering:leaving:count:)`` on `sums1` (into `output1`), then on `sums2` entering `output1`
+  /// (into `output2`), then on `sums3` entering `output2` (into `output3`): one step of each stage of a cascade, in
+  /// one pass over the columns. Needs ``narrow``.
+  @inline(__always)
+  func slideCascadeRow(
+    _ sums1: UnsafeMutableRawPointer, _ sums2: UnsafeMutableRawPointer, _ sums3: UnsafeMutableRawPointer,
+    into output1: UnsafeMutablePointer<UInt8>, _ output2: UnsafeMutablePointer<UInt8>,
+    _ output3: UnsafeMutablePointer<UInt8>, entering: UnsafePointer<UInt8>, leaving leaving1: UnsafePointer<UInt8>,
+    _ leaving2: UnsafePointer<UInt8>, _ leaving3: UnsafePointer<UInt8>, count: Int
+  ) {
+    let narrow = narrow!
+    spindle_slide3_row_u16(
+      sums1.assumingMemoryBound(to: UInt16.self), sums2.assumingMemoryBound(to: UInt16.self),
+      sums3.assumingMemoryBound(to: UInt16.self), output1, output2, output3, entering, leaving1, leaving2, leaving3,
+      count, UInt16(radius), UInt16(truncatingIfNeeded: narrow.multiplier), narrow.shift)
   }
 
   /// Writes the rounded window means of `sums` to `output` (the last row of a run: no slide).
