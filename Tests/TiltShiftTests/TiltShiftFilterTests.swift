@@ -101,6 +101,30 @@ struct TiltShiftFilterTests {
     #expect(serial.pixels != image.pixels)
   }
 
+  /// Wide rows under boxes of every size up to radius 20, every layout, against the reference: the other reference
+  /// tests take wide images with radii of 3 at most, and the tests of the streaming form compare it with the
+  /// whole-image form, which runs the same horizontal passes (``HorizontalSlabs``).
+  @Test func wideRowsUnderLargeBoxesMatchTheReference() throws {
+    var state: UInt32 = 0x5EED_4242
+    func random(_ range: ClosedRange<Int>) -> Int {
+      state = state &* 1_664_525 &+ 1_013_904_223
+      return range.lowerBound + Int(state >> 8) % (range.count)
+    }
+    let layouts: [Image.Layout] = [.gray, .grayAlpha, .rgb, .rgba]
+    for trial in 0..<12 {
+      let layout = layouts[trial % 4]
+      let radius = Double([1, 3, random(4...20)][trial % 3])
+      let parameters = try TiltShiftParameters(radius: radius, clearBand: 0.4...0.6, innerIntensity: 0.5)
+      let width = random(100...600)
+      let height = random(1...5)
+      let image = TestImages.noise(width: width, height: height, layout: layout, seed: UInt32(trial + 900))
+      let output = TiltShiftFilter(parameters: parameters).bothWays(image, bands: random(1...3))
+      #expect(
+        output.pixels == referenceTiltShift(image, parameters),
+        "\(width)x\(height) \(layout), radius \(radius)")
+    }
+  }
+
   /// The optimised filter (fused vertical passes in rings, strips, bands) against the plain reference on random
   /// sizes, layouts, radii, masks and band counts, including images wider than one strip.
   @Test func randomImagesAndParametersMatchTheReference() throws {
