@@ -17,8 +17,9 @@
 // memory (the image, seldom in the caches) and waits on those loads more than on anything else; it prefetches each
 // row `PREFETCH_DISTANCE` bytes ahead of its loads. (On an AMD EPYC, 12 MP benchmark: 128 or 192 bytes ahead took a
 // fifth to a quarter off the gather's samples; 1 KB ahead did not help.) Scatter's stores go to rows of the streaming
-// form's ring (megabytes): each call prefetches, for writing, each of its rows `PREFETCH_DISTANCE` bytes past its
-// block, a few blocks ahead of the calls that store there (a fifth to a quarter off the scatter's samples).
+// form's ring (megabytes): each call prefetches each of its rows `PREFETCH_DISTANCE` bytes past its block, a few
+// blocks ahead of the calls that store there (about a fifth off the scatter's samples). The hint asks for a write
+// prefetch, which x86-64 without PRFCHW (not part of the AVX2 target) compiles as a plain `prefetcht0`.
 
 #define TRANSPOSE_INLINE static inline __attribute__((always_inline))
 
@@ -26,6 +27,12 @@
 #define UNROLLED _Pragma("clang loop unroll(full)")
 
 #define PREFETCH_DISTANCE 192
+
+// Prefetches the line `PREFETCH_DISTANCE` bytes past `p`: an address that may be past the end of the buffer (a
+// prefetch never faults), so it is computed as an integer, not as a pointer.
+TRANSPOSE_INLINE void prefetch_read_ahead(const uint8_t *p) {
+  __builtin_prefetch((const void *)((uintptr_t)p + PREFETCH_DISTANCE), 0);
+}
 
 static const int bit_reversed[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
 
@@ -108,7 +115,7 @@ TRANSPOSE_INLINE void gather_group16(
   UNROLLED for (int i = 0; i < 16; i++) row[i] = source + (base + smaller(bit_reversed[i], count - 1)) * rowBytes;
   for (intptr_t chunk = 0; chunk < blockBytes; chunk += 16) {
     if ((chunk & 63) == 0) {
-      UNROLLED for (int i = 0; i < 16; i++) __builtin_prefetch(row[i] + chunk + PREFETCH_DISTANCE);
+      UNROLLED for (int i = 0; i < 16; i++) prefetch_read_ahead(row[i] + chunk);
     }
     bytes16 r[16];
     UNROLLED for (int i = 0; i < 16; i++) r[i] = load16(row[i] + chunk);
@@ -118,10 +125,10 @@ TRANSPOSE_INLINE void gather_group16(
   }
 }
 
-// Prefetches, for writing, output rows `base..<base + count` `PREFETCH_DISTANCE` bytes past `target`.
+// Prefetches output rows `base..<base + count` `PREFETCH_DISTANCE` bytes past `target` (a write hint).
 TRANSPOSE_INLINE void prefetch_rows(uint8_t *target, intptr_t rowBytes, intptr_t base, intptr_t count) {
-  uint8_t *ahead = target + base * rowBytes + PREFETCH_DISTANCE;
-  for (intptr_t k = 0; k < count; k++) __builtin_prefetch(ahead + k * rowBytes, 1);
+  uintptr_t ahead = (uintptr_t)(target + base * rowBytes) + PREFETCH_DISTANCE;
+  for (intptr_t k = 0; k < count; k++) __builtin_prefetch((const void *)(ahead + (uintptr_t)(k * rowBytes)), 1);
 }
 
 // Slab rows `base..<base + count` (at most 16) of one block, back from the transposed layout.
@@ -230,8 +237,8 @@ TRANSPOSE_AVX2 static void slab_gather_avx2(
       __m256i r[16];
       if ((chunk & 63) == 0) {
         UNROLLED for (int i = 0; i < 16; i++) {
-          __builtin_prefetch(low[i] + chunk + PREFETCH_DISTANCE);
-          __builtin_prefetch(high[i] + chunk + PREFETCH_DISTANCE);
+          prefetch_read_ahead(low[i] + chunk);
+          prefetch_read_ahead(high[i] + chunk);
         }
       }
       UNROLLED for (int i = 0; i < 16; i++) r[i] = load_pair(low[i] + chunk, high[i] + chunk);
