@@ -163,6 +163,66 @@ private func spin(_ n: Int) -> Int {
     #expect(state.read(\.a) == writes &* 2_654_435_761)
   }
 
+  /// A sequence-locked value lives in its published words once written: the paths under the mutex (a read or write
+  /// that applies queued `writeAsync` closures first, the throwing forms) start from the latest published value,
+  /// and what they change is published. The writes are queued by holding the mutex in another thread's `write`
+  /// while `writeAsync` is called; the background drain never runs.
+  @Test func theMutexPathsOfASequenceLockedValueSeeTheLatestWrite() throws {
+    let stalled = DispatchQueue(label: "spindle.test.stalled-drain")
+    stalled.suspend()
+    defer { stalled.resume() }
+    let state = Isolated(EightWords(stamp: 1), drainingOn: stalled)
+    let inside = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let writerDone = DispatchSemaphore(value: 0)
+    /// Queues `change` behind a `write` that holds the mutex (so `writeAsync` cannot apply it at once).
+    func queue(_ change: @escaping @Sendable (inout EightWords) -> Void) {
+      DispatchQueue.global().async {
+        state.write { value in
+          value = EightWords(stamp: value.w0 * 10)
+          inside.signal()
+          release.wait()
+        }
+        writerDone.signal()
+      }
+      inside.wait()
+      state.writeAsync(change)
+      release.signal()
+      #expect(writerDone.wait(timeout: .now() + 20) == .success)
+    }
+
+    // A read that applies a queued write: 1 × 10 by the holder, then + 1 queued.
+    queue { $0 = EightWords(stamp: $0.w0 + 1) }
+    #expect(state.read { $0.isConsistent ? $0.w0 : 0 } == 11)
+    #expect(state.read(\.w7) == 11)
+    // A write that applies a queued write first: 11 × 10, + 2 queued, then × 3.
+    queue { $0 = EightWords(stamp: $0.w0 + 2) }
+    #expect(
+      state.write { value -> UInt in
+        value = EightWords(stamp: value.w0 * 3)
+        return value.w0
+      } == 336)
+    // The throwing read, with a queued write: 336 × 10 + 4.
+    queue { $0 = EightWords(stamp: $0.w0 + 4) }
+    struct Refused: Error {}
+    let thrown: UInt = try state.read { (value: borrowing EightWords) throws(Refused) -> UInt in
+      guard value.isConsistent else { throw Refused() }
+      return value.w0
+    }
+    #expect(thrown == 3_364)
+    // The throwing write keeps what it changed before it threw, and publishes it.
+    #expect(throws: Refused.self) {
+      try state.write { (value: inout EightWords) throws(Refused) in
+        value = EightWords(stamp: value.w0 + 1)
+        throw Refused()
+      }
+    }
+    #expect(state.read { $0.isConsistent ? $0.w0 : 0 } == 3_365)
+    // The argument form with the mutex free: applied at once, from the latest value.
+    state.writeAsync(UInt(5)) { value, amount in value = EightWords(stamp: value.w0 + amount) }
+    #expect(state.read(\.w3) == 3_370)
+  }
+
   /// Writers never overlap each other, on either read path; readers under the mutex never overlap a write;
   /// nothing is lost.
   @Test func atMostOneWriterAndNoReaderInsideAWrite() {
