@@ -384,7 +384,7 @@ struct VerticalCascade {
       walk.started3 = true
     }
     var y = walk.next3
-    let fuses = kernel.narrow != nil
+    let narrow = kernel.narrow
     while y <= lastRow {
       let target = outputRow(y)
       // The steady state: stage 2 is to produce the row stage 3 enters now, stage 1 the row stage 2 enters, and all
@@ -392,11 +392,12 @@ struct VerticalCascade {
       // steps the general path below would, in the same order, with the same rows.
       let row2 = y + radius + 1
       let row1 = row2 + radius + 1
-      if fuses && started2 && next2 == row2 && next1 == row1 && y + 1 < rows.upperBound && row2 + 1 < end2
-        && row1 + 1 < end1
+      if let narrow,
+        started2 && next2 == row2 && next1 == row1 && y + 1 < rows.upperBound && row2 + 1 < end2
+          && row1 + 1 < end1
       {
         kernel.slideCascadeRow(
-          sums1, sums2, sums3, into: ring1Row(row1), ring2Row(row2), target,
+          narrow, sums1, sums2, sums3, into: ring1Row(row1), ring2Row(row2), target,
           entering: sourceRow(min(row1 + radius + 1, last)), leaving: sourceRow(max(row1 - radius, 0)),
           ring1Row(max(row2 - radius, 0)), ring2Row(max(y - radius, 0)), count: count)
         next1 = row1 + 1
@@ -470,15 +471,15 @@ extension BoxKernel {
 
   /// ``slideRow(_:into:entering:leaving:count:)`` on `sums1` (into `output1`), then on `sums2` entering `output1`
   /// (into `output2`), then on `sums3` entering `output2` (into `output3`): one step of each stage of a cascade, in
-  /// one pass over the columns. Needs ``narrow``.
+  /// one pass over the columns, with 16-bit sums (`narrow` is this kernel's ``narrow``).
   @inline(__always)
   func slideCascadeRow(
-    _ sums1: UnsafeMutableRawPointer, _ sums2: UnsafeMutableRawPointer, _ sums3: UnsafeMutableRawPointer,
+    _ narrow: (multiplier: UInt32, shift: UInt16), _ sums1: UnsafeMutableRawPointer, _ sums2: UnsafeMutableRawPointer,
+    _ sums3: UnsafeMutableRawPointer,
     into output1: UnsafeMutablePointer<UInt8>, _ output2: UnsafeMutablePointer<UInt8>,
     _ output3: UnsafeMutablePointer<UInt8>, entering: UnsafePointer<UInt8>, leaving leaving1: UnsafePointer<UInt8>,
     _ leaving2: UnsafePointer<UInt8>, _ leaving3: UnsafePointer<UInt8>, count: Int
   ) {
-    let narrow = narrow!
     spindle_slide3_row_u16(
       sums1.assumingMemoryBound(to: UInt16.self), sums2.assumingMemoryBound(to: UInt16.self),
       sums3.assumingMemoryBound(to: UInt16.self), output1, output2, output3, entering, leaving1, leaving2, leaving3,
