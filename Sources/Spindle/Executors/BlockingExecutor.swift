@@ -57,7 +57,7 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
     )
     self.name = name
     self.threadCount = threadCount
-    self.state = BlockingExecutorState()
+    self.state = BlockingExecutorState(threadCount: threadCount)
     for index in 0..<threadCount {
       startThread(index: index)
     }
@@ -102,6 +102,15 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
   /// Whether every live thread waits for work (for tests).
   var isIdleForTesting: Bool { state.idleThreads == state.liveThreads }
 
+  /// The most threads that may spin at once, waiting for a job, before they sleep.
+  var maxSpinnersForTesting: Int { state.maxSpinners }
+
+  /// Threads running a job (or between jobs), neither sleeping nor spinning.
+  var runningJobsForTesting: Int { state.busyThreads }
+
+  /// The most threads that have been spinning at once so far.
+  var peakSpinnersForTesting: Int { state.peakSpinners }
+
   /// A short description for logs: the name and the thread count.
   public var description: String { "BlockingExecutor(\(name), threads: \(threadCount))" }
 
@@ -127,20 +136,27 @@ private let currentExecutorKey = ThreadLocalKey()
 
 /// The job queue of a ``BlockingExecutor``: a ``RingBuffer`` of jobs, a mutex and a condition variable.
 ///
-/// The first two threads that run out of work spin for up to ``spinDuration`` before they sleep on the
-/// condition variable: callers that hop to the executor and back, call after call, then find a thread
-/// awake instead of paying a futex wake-up per call. A spinner polls the job count without a system
-/// call for its first ``busyPollDuration`` (a caller's next hop usually comes within a few
-/// microseconds; a `sched_yield` per poll costs about a microsecond and may hand the core to another
-/// process for a whole time slice), then yields the CPU at each poll; on a one-core machine it only
-/// yields. A spinner that loses a job to the other spinner keeps spinning until its time is up.
-/// At most two threads spin and the others sleep at once, so idle threads do not take the cores
-/// from the threads that hand the next job over (measured in `spindle bench executors` on a shared
-/// 2-core machine: every idle thread spinning made a lone caller's round trip 58–75 µs, one yielding
-/// spinner 18–57 µs; two spinners that poll first took `ConcurrentActionExecutor`'s async form from 8
-/// concurrent callers from a median 4.9× `await Task {}.value` to 3.2×, and a lone caller from 11× to 7.3×,
-/// ten interleaved runs each. Most of what remains is the hop back: the task is handed to the cooperative
-/// pool from a foreign thread, and Dispatch wakes a sleeping worker for it with a futex).
+/// Threads that run out of work spin for up to ``spinDuration`` before they sleep on the condition
+/// variable: callers that hop to the executor and back, call after call, then find a thread awake
+/// instead of paying a futex wake-up per call. A spinner polls the job count without a system call for
+/// its first ``busyPollDuration`` (a caller's next hop usually comes within a few microseconds; a
+/// `sched_yield` per poll costs about a microsecond and may hand the core to another process for a whole
+/// time slice), then yields the CPU at each poll; on a one-core machine it only yields. A spinner that
+/// loses a job to another spinner keeps spinning until its time is up.
+///
+/// At most ``maxSpinners`` threads spin at once (twice the cores, at least 2, at most the executor's
+/// threads) and the others sleep. Measured in `spindle bench executors` on a shared 2-core machine:
+/// - every idle thread polling with `sched_yield` only made a lone caller's round trip 58–75 µs, one such
+///   spinner 18–57 µs;
+/// - two spinners that poll first took `ConcurrentActionExecutor`'s async form from 8 concurrent callers
+///   from a median 4.9× `await Task {}.value` to 3.2×, and a lone caller from 11× to 7.3× (ten interleaved
+///   runs each);
+/// - four (all of the shared executor's threads there) instead of two: from 8 callers a median 1.31×
+///   instead of 1.51× in six interleaved runs (1.20–1.53× against 1.37–1.66×), the lone caller no slower:
+///   with two, the third and fourth jobs of a burst each paid a condition-variable wake-up.
+///
+/// Most of what remains is the hop back: the task is handed to the cooperative pool from a foreign thread,
+/// and Dispatch wakes a sleeping worker for it with a futex.
 // Every mutable field is read and written only while `mutex` is held; `pending` is an atomic copy
 // of `jobs.count` that spinning threads read without the lock.
 final class BlockingExecutorState: @unchecked Sendable {
@@ -151,19 +167,24 @@ final class BlockingExecutorState: @unchecked Sendable {
   private var live = 0
   private var idle = 0
   private var spinning = 0
+  /// The most threads that were spinning at once (read by tests).
+  private var peakSpinning = 0
   private let pending = Atomic<Int>(0)
 
   /// How long an out-of-work thread spins before it sleeps.
   static let spinDuration: Duration = .microseconds(50)
   /// How long a spinner polls without yielding the CPU, at the start of its spin (multi-core machines only).
   static let busyPollDuration: Duration = .microseconds(5)
-  /// The most threads spinning at once.
-  static let maxSpinners = 2
+  /// The most threads spinning at once: twice the cores (spinners soon yield, so more spinners than
+  /// cores is fine), at least 2, never more than the executor's threads.
+  let maxSpinners: Int
   /// Whether spinners poll without yielding at first: pointless with one core, where the thread that
   /// would hand over the next job cannot run while the spinner holds the core.
   static let busyPollAllowed = Platform.onlineProcessorCount > 1
 
-  init() {}
+  init(threadCount: Int) {
+    maxSpinners = min(threadCount, max(2, 2 * Platform.onlineProcessorCount))
+  }
 
   deinit {
     condition.destroy()
@@ -192,11 +213,12 @@ final class BlockingExecutorState: @unchecked Sendable {
       // Spin (while fewer than `maxSpinners` do) until a job comes or the spin time is up; a job that another
       // thread took first sends this one back to spinning, not to sleep, while its time lasts.
       var spinDeadline: ContinuousClock.Instant?
-      while jobs.isEmpty && !stopped && spinning < Self.maxSpinners {
+      while jobs.isEmpty && !stopped && spinning < maxSpinners {
         let clock = ContinuousClock()
         let deadline = spinDeadline ?? clock.now.advanced(by: Self.spinDuration)
         spinDeadline = deadline
         spinning += 1
+        if spinning > peakSpinning { peakSpinning = spinning }
         mutex.unlock()
         let sawJob = spinUntilPending(deadline: deadline, clock: clock)
         mutex.lock()
@@ -242,6 +264,9 @@ final class BlockingExecutorState: @unchecked Sendable {
   var liveThreads: Int { withLock { live } }
   var idleThreads: Int { withLock { idle } }
   var queuedJobs: Int { withLock { jobs.count } }
+  var peakSpinners: Int { withLock { peakSpinning } }
+  /// Threads neither sleeping nor spinning: running a job, or about to look for one.
+  var busyThreads: Int { withLock { live - idle - spinning } }
 
   func threadStarted() { withLock { live += 1 } }
   func threadExited() { withLock { live -= 1 } }
