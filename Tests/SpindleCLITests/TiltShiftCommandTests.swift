@@ -128,6 +128,7 @@ import TiltShift
       (["tiltshift"], "<inputs>"),
       (["frobnicate"], "frobnicate"),
       (["demo", "--size", "3x3"], "--size"),
+      (["demo", "--rounds", "0"], "--rounds"),
     ]
     for (arguments, mention) in cases {
       let result = try await CLI.run(arguments)
@@ -227,9 +228,12 @@ import TiltShift
   @Test func demoRunsAndItsOutputsDecode() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
-    let result = try await CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200"])
+    let result = try await CLI.run(["demo", "-o", root.path, "--count", "3", "--size", "320x200", "--rounds", "2"])
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout.contains("speed-up"))
+    // Two alternating rounds: each line is a median run, the speed-up the median of the two rounds' ratios.
+    #expect(result.stdout.components(separatedBy: "median of 2 runs)").count - 1 == 2, "\(result.stdout)")
+    #expect(result.stdout.contains("cores (median of 2 rounds, "), "\(result.stdout)")
     #expect(result.stdout.contains("byte-identical"))
     for folder in ["serial", "concurrent"] {
       let names = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(folder).path)

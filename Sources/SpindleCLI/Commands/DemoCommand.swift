@@ -13,7 +13,9 @@ struct DemoCommand: ParsableCommand {
     discussion: """
       Needs no files: the photos are drawn procedurally. Each photo is decoded, filtered and encoded as three
       dependent Work items on Spindle's WorkQueue. The serial run uses one file and one thread at a time; the
-      concurrent run uses every core, both across files and inside each filter.
+      concurrent run uses every core, both across files and inside each filter. The two runs alternate --rounds
+      times (3 by default): each line reports its median run, and the speed-up is the median of the rounds' ratios,
+      so one run disturbed by another process does not decide it.
 
       Both runs are recorded: the output folder gets timeline-serial.svg, timeline-concurrent.svg and an
       index.html that shows the photos and both timelines side by side. --trace, --timeline and --graph
@@ -54,6 +56,9 @@ struct DemoCommand: ParsableCommand {
     let jobs = Option<Int>.integer(
       "jobs", short: "j", help: "Width of the concurrent run.", default: WorkQueue.activeProcessorCount,
       defaultDescription: "cores", range: 1...256)
+    let rounds = Option<Int>.integer(
+      "rounds", help: "How many times to run the serial and the concurrent batch, alternately.", default: 3,
+      range: 1...50)
     let trace = TraceOutputs.traceOption
     let timeline = TraceOutputs.timelineOption
     let graph = TraceOutputs.graphOption
@@ -63,12 +68,14 @@ struct DemoCommand: ParsableCommand {
   var count: Int
   var size: Size
   var jobs: Int
+  var rounds: Int
 
   init(_ arguments: ParsedArguments<Options>) {
     output = arguments[\.output]
     count = arguments[\.count]
     size = arguments[\.size]
     jobs = arguments[\.jobs]
+    rounds = arguments[\.rounds]
     traceOutputs = TraceOutputs(trace: arguments[\.trace], timeline: arguments[\.timeline], graph: arguments[\.graph])
   }
 
@@ -140,15 +147,28 @@ struct DemoCommand: ParsableCommand {
       phase.withLock { $0 = .betweenBatches }
       return (summary, (clock.now - start).secondsValue, trace)
     }
-    let (serial, serialSeconds, serialTrace) = await batch(into: folders[1], configuration: .serial())
-    Self.report("serial", "1 file at a time, 1 thread per filter", serial, serialSeconds)
-    let (concurrent, concurrentSeconds, concurrentTrace) = await batch(
-      into: folders[2],
-      configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)
-    )
-    Self.report("concurrent", "\(jobs) files at a time, \(cores) bands per filter", concurrent, concurrentSeconds)
+    // Alternating rounds: a neighbour's burst of work slows one run, not one mode.
+    var serialRuns: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)] = []
+    var concurrentRuns: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)] = []
+    for _ in 0..<rounds {
+      serialRuns.append(await batch(into: folders[1], configuration: .serial()))
+      concurrentRuns.append(
+        await batch(into: folders[2], configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)))
+      let failed = (serialRuns.last!.summary.reports + concurrentRuns.last!.summary.reports).filter { !$0.succeeded }
+      if !failed.isEmpty { break }
+    }
+    let serialMedian = Self.medianRun(serialRuns)
+    let concurrentMedian = Self.medianRun(concurrentRuns)
+    let (serial, serialSeconds, serialTrace) = serialMedian
+    let (concurrent, concurrentSeconds, concurrentTrace) = concurrentMedian
+    let roundsNote = serialRuns.count > 1 ? ", median of \(serialRuns.count) runs" : ""
+    Self.report("serial", "1 file at a time, 1 thread per filter" + roundsNote, serial, serialSeconds)
+    Self.report(
+      "concurrent", "\(jobs) files at a time, \(cores) bands per filter" + roundsNote, concurrent, concurrentSeconds)
 
-    let failures = (serial.reports + concurrent.reports).filter { !$0.succeeded }
+    let failures = (serialRuns.last!.summary.reports + concurrentRuns.last!.summary.reports).filter {
+      !$0.succeeded
+    }
     for failure in failures {
       Terminal.error("error: \(failure.item.input): \(failure.outcome)")
     }
@@ -162,18 +182,23 @@ struct DemoCommand: ParsableCommand {
       let right = FileManager.default.contents(atPath: b.item.output)
       if left == nil || left != right { identical = false }
     }
-    let speedUp = serialSeconds / max(concurrentSeconds, 1e-9)
+    let ratios = zip(serialRuns, concurrentRuns).map { $0.seconds / max($1.seconds, 1e-9) }.sorted()
+    let speedUp = Self.median(ratios)
+    let spread =
+      ratios.count > 1
+      ? String(format: " (median of %d rounds, %.2f–%.2f×)", ratios.count, ratios.first!, ratios.last!) : ""
     Terminal.out("")
     Terminal.out(
       "  speed-up: " + Terminal.styled(String(format: "%.2f×", speedUp), .green)
-        + " on \(cores) cores; outputs " + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
+        + " on \(cores) cores\(spread); outputs " + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
     )
     Terminal.out("  look at: \(folders[1])/ and \(folders[2])/ (inputs in \(folders[0])/)")
 
     // 4. Pictures of both runs, and a page that shows everything side by side.
     let page = DemoPage(
       root: root, names: names, cores: cores, jobs: jobs,
-      serial: (serialTrace, serialSeconds), concurrent: (concurrentTrace, concurrentSeconds), identical: identical)
+      serial: (serialTrace, serialSeconds), concurrent: (concurrentTrace, concurrentSeconds), speedUp: speedUp,
+      identical: identical)
     guard page.write() else { return 1 }
     if traceOutputs.isRequested {
       let title = "spindle demo, concurrent run: \(count) photos, \(jobs) at a time"
@@ -200,6 +225,20 @@ struct DemoCommand: ParsableCommand {
       case .finishing: "spindle: SIGQUIT, both batches done; comparing outputs and drawing timelines\n"
       }
     }
+  }
+
+  /// The median of sorted values (the mean of the middle two for an even count).
+  static func median(_ sorted: [Double]) -> Double {
+    let middle = sorted.count / 2
+    return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
+  }
+
+  /// The run whose time is the median (the faster of the middle two for an even count), with its trace.
+  static func medianRun(
+    _ runs: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)]
+  ) -> (BatchSummary, Double, WorkTrace) {
+    let run = runs.sorted { $0.seconds < $1.seconds }[(runs.count - 1) / 2]
+    return (run.summary, run.seconds, run.trace)
   }
 
   static func report(_ title: String, _ detail: String, _ summary: BatchSummary, _ seconds: Double) {

@@ -10,6 +10,8 @@ struct DemoPage {
   var jobs: Int
   var serial: (trace: WorkTrace, seconds: Double)
   var concurrent: (trace: WorkTrace, seconds: Double)
+  /// The median of the rounds' serial ÷ concurrent ratios (with one round, the ratio of the two runs shown).
+  var speedUp: Double
   var identical: Bool
 
   static let serialTimeline = "timeline-serial.svg"
@@ -51,7 +53,6 @@ struct DemoPage {
   func path(_ name: String) -> String { (root as NSString).appendingPathComponent(name) }
 
   func html() -> String {
-    let speedUp = serial.seconds / max(concurrent.seconds, 1e-9)
     var photos = ""
     for name in names {
       let output = name.replacingOccurrences(of: ".jpg", with: "-tiltshift.jpg")
