@@ -21,7 +21,7 @@ import Testing
   @Test func everyOptionTheCommandsHadIsStillDeclared() {
     #expect(
       DemoCommand.Options().declarations.map(\.name) == [
-        "output", "count", "size", "jobs", "trace", "timeline", "graph",
+        "output", "count", "size", "jobs", "rounds", "trace", "timeline", "graph",
       ])
     #expect(
       TiltShiftCommand.Options().declarations.map(\.name) == [
