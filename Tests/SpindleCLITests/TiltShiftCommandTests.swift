@@ -232,7 +232,7 @@ import TiltShift
     #expect(result.status == 0, "\(result.stderr)")
     #expect(result.stdout.contains("speed-up"))
     // Two alternating rounds: each line is a median run, the speed-up the median of the two rounds' ratios.
-    #expect(result.stdout.components(separatedBy: "median of 2 runs)").count - 1 == 2, "\(result.stdout)")
+    #expect(result.stdout.components(separatedBy: "the median round of 2)").count - 1 == 2, "\(result.stdout)")
     #expect(result.stdout.contains("cores (median of 2 rounds, "), "\(result.stdout)")
     #expect(result.stdout.contains("byte-identical"))
     for folder in ["serial", "concurrent"] {
@@ -278,6 +278,7 @@ import TiltShift
     // Whichever phase each signal met (drawing the samples, a batch, between batches), it got that phase's report.
     let phases = [
       "starting; going on", "drawing the sample photos; going on", "the batch goes on", "between two batches; going on",
+      "comparing a round's outputs; going on",
     ]
     let reported = result.stderr.components(separatedBy: "spindle: SIGQUIT, ").dropFirst()
     #expect(reported.allSatisfy { report in phases.contains { report.hasPrefix($0) } }, "\(result.stderr)")

@@ -50,14 +50,21 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
   /// - Parameters:
   ///   - name: a name for debugging (on Apple platforms the threads are named after it).
   ///   - threadCount: how many threads to start; must be at least 1.
-  public init(name: String = "spindle.blocking", threadCount: Int) {
+  public convenience init(name: String = "spindle.blocking", threadCount: Int) {
+    self.init(name: name, threadCount: threadCount, maxSpinners: nil)
+  }
+
+  /// Creates an executor whose idle threads spin at most `maxSpinners` at a time (tests), or as many as
+  /// `BlockingExecutorState.defaultMaxSpinners(threadCount:)` allows when nil.
+  init(name: String, threadCount: Int, maxSpinners: Int?) {
     precondition(
       threadCount >= 1,
       "BlockingExecutor(threadCount:) needs at least 1 thread, got \(threadCount)"
     )
     self.name = name
     self.threadCount = threadCount
-    self.state = BlockingExecutorState(threadCount: threadCount)
+    self.state = BlockingExecutorState(
+      maxSpinners: maxSpinners ?? BlockingExecutorState.defaultMaxSpinners(threadCount: threadCount))
     for index in 0..<threadCount {
       startThread(index: index)
     }
@@ -182,8 +189,14 @@ final class BlockingExecutorState: @unchecked Sendable {
   /// would hand over the next job cannot run while the spinner holds the core.
   static let busyPollAllowed = Platform.onlineProcessorCount > 1
 
-  init(threadCount: Int) {
-    maxSpinners = min(threadCount, max(2, 2 * Platform.onlineProcessorCount))
+  init(maxSpinners: Int) {
+    self.maxSpinners = maxSpinners
+  }
+
+  /// Twice the cores, at least 2, at most `threadCount`. Measured on 2 cores only (see above); on a large machine
+  /// this lets many threads spin for up to ``spinDuration`` after a burst, most of that time yielding the CPU.
+  static func defaultMaxSpinners(threadCount: Int) -> Int {
+    min(threadCount, max(2, 2 * Platform.onlineProcessorCount))
   }
 
   deinit {

@@ -147,62 +147,61 @@ struct DemoCommand: ParsableCommand {
       phase.withLock { $0 = .betweenBatches }
       return (summary, (clock.now - start).secondsValue, trace)
     }
-    // Alternating rounds: a neighbour's burst of work slows one run, not one mode.
-    var serialRuns: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)] = []
-    var concurrentRuns: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)] = []
-    for _ in 0..<rounds {
-      serialRuns.append(await batch(into: folders[1], configuration: .serial()))
-      concurrentRuns.append(
-        await batch(into: folders[2], configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores)))
-      let failed = (serialRuns.last!.summary.reports + concurrentRuns.last!.summary.reports).filter { !$0.succeeded }
-      if !failed.isEmpty { break }
+    // Alternating rounds: a neighbour's burst of work slows one run, not one mode. Each round's outputs are compared
+    // before the next round overwrites them: concurrency changes the speed, never the result.
+    var rounds: [DemoRound] = []
+    var identical = true
+    for _ in 0..<self.rounds {
+      let serial = await batch(into: folders[1], configuration: .serial())
+      let concurrent = await batch(
+        into: folders[2], configuration: BatchConfiguration(jobs: jobs, bandsPerImage: cores))
+      let round = DemoRound(
+        serial: serial.0, serialSeconds: serial.1, serialTrace: serial.2,
+        concurrent: concurrent.0, concurrentSeconds: concurrent.1, concurrentTrace: concurrent.2)
+      rounds.append(round)
+      guard round.failures.isEmpty else { break }
+      phase.withLock { $0 = .comparing }
+      identical = round.outputsAreIdentical() && identical
+      phase.withLock { $0 = .betweenBatches }
     }
-    let serialMedian = Self.medianRun(serialRuns)
-    let concurrentMedian = Self.medianRun(concurrentRuns)
-    let (serial, serialSeconds, serialTrace) = serialMedian
-    let (concurrent, concurrentSeconds, concurrentTrace) = concurrentMedian
-    let roundsNote = serialRuns.count > 1 ? ", median of \(serialRuns.count) runs" : ""
-    Self.report("serial", "1 file at a time, 1 thread per filter" + roundsNote, serial, serialSeconds)
+    // The round whose ratio is the median (the lower of the middle two for an even count): its two times, its
+    // speed-up and its timelines are the ones shown, so the numbers agree with each other and with the pictures.
+    let shown = Self.medianRound(rounds)
+    let roundNote = rounds.count > 1 ? ", the median round of \(rounds.count)" : ""
+    Self.report("serial", "1 file at a time, 1 thread per filter" + roundNote, shown.serial, shown.serialSeconds)
     Self.report(
-      "concurrent", "\(jobs) files at a time, \(cores) bands per filter" + roundsNote, concurrent, concurrentSeconds)
+      "concurrent", "\(jobs) files at a time, \(cores) bands per filter" + roundNote, shown.concurrent,
+      shown.concurrentSeconds)
 
-    let failures = (serialRuns.last!.summary.reports + concurrentRuns.last!.summary.reports).filter {
-      !$0.succeeded
-    }
+    let failures = rounds.last!.failures
     for failure in failures {
       Terminal.error("error: \(failure.item.input): \(failure.outcome)")
     }
     guard failures.isEmpty else { return 1 }
 
     phase.withLock { $0 = .finishing }
-    // 3. The two runs must agree to the byte: concurrency changes the speed, never the result.
-    var identical = true
-    for (a, b) in zip(serial.reports, concurrent.reports) {
-      let left = FileManager.default.contents(atPath: a.item.output)
-      let right = FileManager.default.contents(atPath: b.item.output)
-      if left == nil || left != right { identical = false }
-    }
-    let ratios = zip(serialRuns, concurrentRuns).map { $0.seconds / max($1.seconds, 1e-9) }.sorted()
-    let speedUp = Self.median(ratios)
+    let ratios = rounds.map(\.speedUp).sorted()
     let spread =
       ratios.count > 1
       ? String(format: " (median of %d rounds, %.2f–%.2f×)", ratios.count, ratios.first!, ratios.last!) : ""
     Terminal.out("")
     Terminal.out(
-      "  speed-up: " + Terminal.styled(String(format: "%.2f×", speedUp), .green)
-        + " on \(cores) cores\(spread); outputs " + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
+      "  speed-up: " + Terminal.styled(String(format: "%.2f×", shown.speedUp), .green)
+        + " on \(cores) cores\(spread); outputs "
+        + (identical ? "byte-identical" : Terminal.styled("DIFFER", .red))
+        + (identical || rounds.count == 1 ? "" : " in at least one round")
     )
     Terminal.out("  look at: \(folders[1])/ and \(folders[2])/ (inputs in \(folders[0])/)")
 
     // 4. Pictures of both runs, and a page that shows everything side by side.
     let page = DemoPage(
       root: root, names: names, cores: cores, jobs: jobs,
-      serial: (serialTrace, serialSeconds), concurrent: (concurrentTrace, concurrentSeconds), speedUp: speedUp,
-      identical: identical)
+      serial: (shown.serialTrace, shown.serialSeconds), concurrent: (shown.concurrentTrace, shown.concurrentSeconds),
+      rounds: (count: rounds.count, low: ratios.first!, high: ratios.last!), identical: identical)
     guard page.write() else { return 1 }
     if traceOutputs.isRequested {
       let title = "spindle demo, concurrent run: \(count) photos, \(jobs) at a time"
-      guard traceOutputs.write(concurrentTrace, title: title) else { return 1 }
+      guard traceOutputs.write(shown.concurrentTrace, title: title) else { return 1 }
     }
     return identical ? 0 : 1
   }
@@ -213,6 +212,7 @@ struct DemoCommand: ParsableCommand {
     case drawing(WorkQueue)
     case batch(TiltShiftBatch)
     case betweenBatches
+    case comparing
     case finishing
 
     var report: String {
@@ -222,24 +222,43 @@ struct DemoCommand: ParsableCommand {
         "spindle: SIGQUIT, drawing the sample photos; going on\n" + queue.debugDescription + "\n"
       case .batch(let batch): "spindle: SIGQUIT, the batch goes on\n" + String(reflecting: batch)
       case .betweenBatches: "spindle: SIGQUIT, between two batches; going on\n"
-      case .finishing: "spindle: SIGQUIT, both batches done; comparing outputs and drawing timelines\n"
+      case .comparing: "spindle: SIGQUIT, comparing a round's outputs; going on\n"
+      case .finishing: "spindle: SIGQUIT, every round done; drawing timelines\n"
       }
     }
   }
 
-  /// The median of sorted values (the mean of the middle two for an even count).
-  static func median(_ sorted: [Double]) -> Double {
-    let middle = sorted.count / 2
-    return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
+  /// One serial and one concurrent batch of the demo, run one after the other.
+  struct DemoRound {
+    var serial: BatchSummary
+    var serialSeconds: Double
+    var serialTrace: WorkTrace
+    var concurrent: BatchSummary
+    var concurrentSeconds: Double
+    var concurrentTrace: WorkTrace
+
+    /// Serial time ÷ concurrent time.
+    var speedUp: Double { serialSeconds / max(concurrentSeconds, 1e-9) }
+
+    /// The files either batch failed.
+    var failures: [FileReport] { (serial.reports + concurrent.reports).filter { !$0.succeeded } }
+
+    /// Whether every concurrent output has the serial output's bytes (read now, before a later round rewrites them).
+    func outputsAreIdentical() -> Bool {
+      zip(serial.reports, concurrent.reports).allSatisfy { a, b in
+        let left = FileManager.default.contents(atPath: a.item.output)
+        return left != nil && left == FileManager.default.contents(atPath: b.item.output)
+      }
+    }
   }
 
-  /// The run whose time is the median (the faster of the middle two for an even count), with its trace.
-  static func medianRun(
-    _ runs: [(summary: BatchSummary, seconds: Double, trace: WorkTrace)]
-  ) -> (BatchSummary, Double, WorkTrace) {
-    let run = runs.sorted { $0.seconds < $1.seconds }[(runs.count - 1) / 2]
-    return (run.summary, run.seconds, run.trace)
+  /// The round whose speed-up is the median: the middle one of an odd count, the lower of the middle two of an even
+  /// count (a speed-up that one of the rounds really had, never an average of two).
+  static func medianRound<Round>(_ rounds: [Round], speedUp: (Round) -> Double) -> Round {
+    rounds.sorted { speedUp($0) < speedUp($1) }[(rounds.count - 1) / 2]
   }
+
+  static func medianRound(_ rounds: [DemoRound]) -> DemoRound { medianRound(rounds, speedUp: \.speedUp) }
 
   static func report(_ title: String, _ detail: String, _ summary: BatchSummary, _ seconds: Double) {
     let stages = summary.stageTotals

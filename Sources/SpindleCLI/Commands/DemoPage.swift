@@ -10,8 +10,8 @@ struct DemoPage {
   var jobs: Int
   var serial: (trace: WorkTrace, seconds: Double)
   var concurrent: (trace: WorkTrace, seconds: Double)
-  /// The median of the rounds' serial ÷ concurrent ratios (with one round, the ratio of the two runs shown).
-  var speedUp: Double
+  /// How many rounds ran, and the lowest and highest of their speed-ups (the runs shown are the median round's).
+  var rounds: (count: Int, low: Double, high: Double)
   var identical: Bool
 
   static let serialTimeline = "timeline-serial.svg"
@@ -53,6 +53,12 @@ struct DemoPage {
   func path(_ name: String) -> String { (root as NSString).appendingPathComponent(name) }
 
   func html() -> String {
+    let speedUp = serial.seconds / max(concurrent.seconds, 1e-9)
+    let roundsNote =
+      rounds.count > 1
+      ? String(
+        format: " (the median of %d rounds, which ranged from %.2f× to %.2f×; the timelines are this round's)",
+        rounds.count, rounds.low, rounds.high) : ""
     var photos = ""
     for name in names {
       let output = name.replacingOccurrences(of: ".jpg", with: "-tiltshift.jpg")
@@ -84,7 +90,7 @@ struct DemoPage {
       <body>
       <h1>Spindle demo: tilt-shift on \(names.count) photos</h1>
       <p>Serial \(String(format: "%.2f", serial.seconds)) s, concurrent \(String(format: "%.2f", concurrent.seconds)) s:
-      <strong>\(String(format: "%.2f", speedUp))× faster</strong> on \(cores) cores; the outputs are
+      <strong>\(String(format: "%.2f", speedUp))× faster</strong> on \(cores) cores\(roundsNote); the outputs are
       \(identical ? "byte-identical" : "<strong>different</strong>").
       Each photo is three work items — decode, filter, encode — with dependencies; each timeline has a lane per
       thread and shows, above the lanes, how many items were waiting.</p>
