@@ -158,9 +158,9 @@ private let currentExecutorKey = ThreadLocalKey()
 /// - two spinners that poll first took `ConcurrentActionExecutor`'s async form from 8 concurrent callers
 ///   from a median 4.9× `await Task {}.value` to 3.2×, and a lone caller from 11× to 7.3× (ten interleaved
 ///   runs each);
-/// - four (all of the shared executor's threads there) instead of two: from 8 callers a median 1.31×
-///   instead of 1.51× in six interleaved runs (1.20–1.53× against 1.37–1.66×), the lone caller no slower:
-///   with two, the third and fourth jobs of a burst each paid a condition-variable wake-up.
+/// - four (all of the shared executor's threads there) instead of two: from 8 callers a median 1.22×
+///   instead of 1.45× in ten interleaved runs (1.12–1.53× against 1.31–1.66×), a lone caller 6.8× instead of
+///   9.0×: with two, the third and fourth jobs of a burst each paid a condition-variable wake-up.
 ///
 /// Most of what remains is the hop back: the task is handed to the cooperative pool from a foreign thread,
 /// and Dispatch wakes a sleeping worker for it with a futex.

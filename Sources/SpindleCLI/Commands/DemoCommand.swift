@@ -14,8 +14,8 @@ struct DemoCommand: ParsableCommand {
       Needs no files: the photos are drawn procedurally. Each photo is decoded, filtered and encoded as three
       dependent Work items on Spindle's WorkQueue. The serial run uses one file and one thread at a time; the
       concurrent run uses every core, both across files and inside each filter. The two runs alternate --rounds
-      times (3 by default): each line reports its median run, and the speed-up is the median of the rounds' ratios,
-      so one run disturbed by another process does not decide it.
+      times (3 by default), and the demo shows the round whose speed-up is the median, with the range of all of
+      them, so one run disturbed by another process does not decide the number. Every round's outputs are compared.
 
       Both runs are recorded: the output folder gets timeline-serial.svg, timeline-concurrent.svg and an
       index.html that shows the photos and both timelines side by side. --trace, --timeline and --graph
@@ -123,7 +123,7 @@ struct DemoCommand: ParsableCommand {
       "  made \(count) photos (\(Format.bytes(inputBytes)) of JPEG) in \(Format.seconds((clock.now - start).secondsValue)) → \(folders[0])/"
     )
 
-    // 2. The same batch twice.
+    // 2. The same batch, serially and concurrently, round after round.
     phase.withLock { $0 = .betweenBatches }
     func batch(
       into folder: String,
@@ -193,7 +193,7 @@ struct DemoCommand: ParsableCommand {
     )
     Terminal.out("  look at: \(folders[1])/ and \(folders[2])/ (inputs in \(folders[0])/)")
 
-    // 4. Pictures of both runs, and a page that shows everything side by side.
+    // 3. Pictures of the shown round's two runs, and a page that shows everything side by side.
     let page = DemoPage(
       root: root, names: names, cores: cores, jobs: jobs,
       serial: (shown.serialTrace, shown.serialSeconds), concurrent: (shown.concurrentTrace, shown.concurrentSeconds),
