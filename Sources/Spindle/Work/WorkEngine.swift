@@ -52,6 +52,12 @@ final class WorkEngine: @unchecked Sendable {
     /// before the hints are published, with the slots in use and the width; a test adds work from there to land in
     /// the narrowest window of the lock-free add.
     let criticalSectionHook = Locked<(@Sendable (_ slots: Int, _ width: Int) -> Void)?>(nil)
+    /// Tests only (debug builds): whether a ready item added now would take the lock (the published hints say a
+    /// slot is free, or the engine does not hold itself); inside ``criticalSectionHook``, what the last critical
+    /// section published, since this one publishes after the hook.
+    var readyAddTakesTheLockForTesting: Bool {
+      slotFreeHint.load(ordering: .relaxed) || !aliveHint.load(ordering: .relaxed)
+    }
     /// Tests only (debug builds): called while `admit` makes a new item known, right after the item is counted as
     /// resolved or put on `incoming` (whichever comes first): where an adding thread that is preempted leaves the
     /// widest window for other threads to act on the item.

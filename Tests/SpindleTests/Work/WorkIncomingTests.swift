@@ -64,6 +64,11 @@ struct WorkIncomingTests {
   /// list and before it publishes the free slot. The adder then reads "no free slot" and leaves its item on the
   /// list; only the worker's second look at the list, after publishing, starts it. A debug-build hook inside the
   /// engine's critical section makes the add from another thread exactly there, and waits until it returned.
+  ///
+  /// The hook fires in the first critical section of a round that ends with a slot free. Rarely (1 round of 50 in a
+  /// full parallel run) that section comes after an earlier one already published a free slot; an add then takes
+  /// the lock, as it must, and returns only once the hook is done. Such rounds still check that the item starts, but
+  /// not the add's return, which is checked in every round where the published hints said "no free slot".
   @Test("a ready item added while the leaving worker holds the lock still starts")
   func readyItemAddedDuringTheLeavingWorkersCriticalSection() {
     #if DEBUG
@@ -71,17 +76,21 @@ struct WorkIncomingTests {
       defer { queue.engine.criticalSectionHook.withLock { $0 = nil } }
       let armed = Counter()
       let ran = DispatchSemaphore(value: 0)
+      let inWindow = Counter()
       let addedInWindow = Counter()
       queue.engine.criticalSectionHook.withLock {
         $0 = { slots, width in
           // Once per round, in the first critical section that ends with a slot free: a worker leaving.
           guard slots < width, armed.value > 0 else { return }
           armed.add(-1)
+          let hidden = !queue.engine.readyAddTakesTheLockForTesting
           let added = DispatchSemaphore(value: 0)
           DispatchQueue.global().async {
             queue.add { ran.signal() }
             added.signal()
           }
+          guard hidden else { return }
+          _ = inWindow.increment()
           // The add must not need this lock: it returns while the leaving worker still holds it.
           if added.wait(timeout: .now() + 5) == .success { _ = addedInWindow.increment() }
         }
@@ -98,7 +107,8 @@ struct WorkIncomingTests {
         if !stuck.isEmpty { break }
       }
       #expect(stuck.isEmpty, "a ready item waited with a slot free in round \(stuck)")
-      #expect(addedInWindow.value == rounds, "the add needed the lock the leaving worker held")
+      #expect(inWindow.value > 0, "no round's add landed while the published hints said no slot was free")
+      #expect(addedInWindow.value == inWindow.value, "the add needed the lock the leaving worker held")
       queue.waitUntilAllFinished()
     #endif
   }
