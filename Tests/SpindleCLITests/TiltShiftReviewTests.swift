@@ -76,6 +76,28 @@ import Testing
     #expect(BatchPlan.makeFolder(nested) == nil, "an existing folder is fine")
   }
 
+  /// The parent of a path, as `NSString.deletingLastPathComponent` gives it, for the one-character names on which that
+  /// method traps in Swift 6.3.1's Foundation on Linux.
+  @Test(arguments: [
+    ("x", ""), ("q/r", "q"), ("r/qq", "r"), ("/", "/"), ("/a", "/"), ("a/b/", "a"), ("a//b", "a"), ("./x", "."),
+    ("/tmp/out/2024", "/tmp/out"), ("", ""),
+  ])
+  func parentPathsOfShortNames(path: String, parent: String) {
+    #expect(BatchPlan.parentPath(of: path) == parent)
+  }
+
+  /// `-o x` (a one-character folder that does not exist yet) crashed the tool with a trap inside Foundation.
+  @Test func aOneCharacterOutputFolderIsMade() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent("photo.jpg"), seed: 3, width: 32, height: 24)
+    for output in ["x", "q/r"] {
+      let result = try await CLI.run(["tiltshift", "photo.jpg", "-o", output], in: root)
+      #expect(result.status == 0, "-o \(output): \(result.status) \(result.stderr)")
+      #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(output + "/photo-tiltshift.jpg").path))
+    }
+  }
+
   @Test func anOutputFolderUnderAFileFailsWithPlainWords() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }

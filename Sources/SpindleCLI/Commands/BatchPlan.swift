@@ -46,6 +46,18 @@ struct BatchPlan {
   ///
   /// Foundation's `createDirectory` said only "The operation could not be completed. (NSCocoaErrorDomain error
   /// 512.)" for a parent that is a file.
+  /// The path without its last component, as `NSString.deletingLastPathComponent` gives it (`a/b/` → `a`, `a` → "",
+  /// `/a` → `/`), in plain Swift: that method traps on any one-character string in Swift 6.3.1's Foundation on Linux,
+  /// so `-o x` crashed the tool.
+  static func parentPath(of path: String) -> String {
+    var trimmed = Substring(path)
+    while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+    guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+    var parent = trimmed[..<slash]
+    while parent.count > 1 && parent.hasSuffix("/") { parent = parent.dropLast() }
+    return parent.isEmpty ? "/" : String(parent)
+  }
+
   static func makeFolder(_ path: String) -> String? {
     let top = path
     func make(_ path: String) -> String? {
@@ -54,7 +66,7 @@ struct BatchPlan {
         guard (info.st_mode & S_IFMT) != S_IFDIR else { return nil }
         return path == top ? "a file of that name exists" : "\(path) is a file, not a folder"
       }
-      let parent = (path as NSString).deletingLastPathComponent
+      let parent = parentPath(of: path)
       if !parent.isEmpty, parent != path, let failure = make(parent) { return failure }
       if mkdir(path, 0o777) == 0 { return nil }
       let code = errno
@@ -166,7 +178,7 @@ struct BatchPlan {
           imageExtensions.contains((name as NSString).pathExtension.lowercased())
         else { continue }
         let path = (argument as NSString).appendingPathComponent(relative)
-        if isRegularFile(path) { add(path, subfolder: (relative as NSString).deletingLastPathComponent) }
+        if isRegularFile(path) { add(path, subfolder: parentPath(of: relative)) }
       }
     }
     inputs.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }

@@ -197,7 +197,7 @@ struct TiltShiftCommand: ParsableCommand {
       return 0
     }
     // Output folders (mirrored sub-folders too) exist before any work starts.
-    for folder in Set([outputFolder] + items.map { ($0.output as NSString).deletingLastPathComponent }) {
+    for folder in Set([outputFolder] + items.map { BatchPlan.parentPath(of: $0.output) }) {
       if let failure = BatchPlan.makeFolder(folder) {
         Terminal.error("error: cannot create output folder \(folder): \(failure)")
         return 1

@@ -21,10 +21,13 @@ enum CLI {
   }
 
   /// Starts `spindle arguments...`; the caller may signal it before waiting.
-  static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
+  static func start(
+    _ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil
+  ) throws -> (Process, Pipe, Pipe) {
     let process = Process()
     process.executableURL = binary
     process.arguments = arguments
+    if let folder { process.currentDirectoryURL = folder }
     var env = ProcessInfo.processInfo.environment
     env["NO_COLOR"] = "1"
     for (key, value) in environment { env[key] = value }
@@ -45,9 +48,10 @@ enum CLI {
   static func run(
     _ arguments: [String],
     environment: [String: String] = [:],
+    in folder: URL? = nil,
     timeout: Double = 120
   ) async throws -> CLIResult {
-    let (process, out, err) = try start(arguments, environment: environment)
+    let (process, out, err) = try start(arguments, environment: environment, in: folder)
     return await wait(process, out, err, timeout: timeout)
   }
 
