@@ -4,9 +4,9 @@ import Testing
 @testable import TiltShift
 
 /// The C slab transposes (`spindle_transpose_kernels.c`, through ``SlabTranspose``) against the Swift ones they
-/// replaced (``ReferenceSlabTranspose``), byte for byte, with each kernel variant the processor runs: every channel
-/// count, widths with and without pixels past the last whole 16-pixel block, every row count of a slab. In the
-/// kernels' suite, which is serialized: these switch the process's variant too.
+/// replaced (`SlabTranspose.referenceGather` and `referenceScatter`), byte for byte, with each kernel variant the
+/// processor runs: every channel count, widths with and without pixels past the last whole 16-pixel block, every row
+/// count of a slab. In the kernels' suite, which is serialized: these switch the process's variant too.
 extension FilterKernelTests {
   static let slabWidths = [1, 15, 16, 17, 31, 32, 47, 100]
 
@@ -87,10 +87,10 @@ extension FilterKernelTests {
     defer { finished.deallocate() }
     source.withUnsafeBufferPointer { source in
       expected.withUnsafeMutableBufferPointer { buffer in
-        ReferenceSlabTranspose(
+        SlabTranspose(
           width: width, channels: channels, lanes: lanes, rowBytes: rowBytes, transposed: buffer.baseAddress!,
           finished: finished
-        ).gather(source.baseAddress!, rows: rows)
+        ).referenceGather(source.baseAddress!, rows: rows)
       }
       actual.withUnsafeMutableBufferPointer { buffer in
         SlabTranspose(
@@ -116,15 +116,13 @@ extension FilterKernelTests {
       finished.deallocate()
       transposed.deallocate()
     }
-    let reference = ReferenceSlabTranspose(
-      width: width, channels: channels, lanes: lanes, rowBytes: rowBytes, transposed: transposed, finished: finished)
     let slab = SlabTranspose(
       width: width, channels: channels, lanes: lanes, rowBytes: rowBytes, transposed: transposed, finished: finished)
     expected.withUnsafeMutableBufferPointer { expected in
       actual.withUnsafeMutableBufferPointer { actual in
         for x in 0..<width {
           for j in 0..<slabBytes { finished[(x & 15) * slabBytes + j] = slots[x * slabBytes + j] }
-          reference.scatter(x, into: expected.baseAddress!, rows: rows)
+          slab.referenceScatter(x, into: expected.baseAddress!, rows: rows)
           slab.scatter(x, into: actual.baseAddress!, rows: rows)
         }
       }

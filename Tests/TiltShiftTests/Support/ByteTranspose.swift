@@ -1,5 +1,5 @@
 /// Byte transposes of 16 × 16 blocks with SSE2-style unpacks: the horizontal passes' slabs moved this way before the
-/// C transposes; ``ReferenceSlabTranspose`` still does.
+/// C transposes; ``SlabTranspose/referenceGather(_:rows:)`` still does.
 ///
 /// Swift's `SIMD16<UInt8>` built element by element from two vectors' lanes lowers to one `punpck*` per
 /// step (LLVM turns the inserts into a shuffle), so a 16 × 16 transpose is 64 unpacks on registers instead of

@@ -1,67 +1,39 @@
 @testable import TiltShift
 
-/// The Swift ``SlabTranspose`` that the C transposes (`spindle_transpose_kernels.c`) replaced, kept as the reference
-/// they are compared with: the same layout, moved with ``ByteTranspose`` blocks.
+/// The Swift transposes that the C ones (`spindle_transpose_kernels.c`) replaced, kept as the reference they are
+/// compared with: the same ``SlabTranspose`` layout, moved with ``ByteTranspose`` blocks.
 ///
 /// Transposed row `x` is pixel `x` of every row of the slab: `channels` runs of `lanes` bytes, run `c` holding
 /// channel `c` of slab rows `0..<lanes`. Sixteen pixels of sixteen rows are `channels` blocks of 16 × 16 bytes,
 /// and byte `B` of a row's 16-pixel run is channel `B % channels` of pixel `B / channels`, so whole 16-pixel
 /// blocks move as ``ByteTranspose`` blocks (the channel split is only in where each column goes); the pixels
 /// past the last whole block move byte by byte.
-struct ReferenceSlabTranspose {
-  typealias Vector = ByteTranspose.Vector
-
-  let width: Int
-  let channels: Int
-  /// Slab rows: bytes per channel run of a transposed row.
-  let lanes: Int
-  let rowBytes: Int
-  /// `channels · lanes`: bytes per transposed row.
-  let slabBytes: Int
-  /// `width × slabBytes` bytes.
-  let transposed: UnsafeMutablePointer<UInt8>
-  /// 16 transposed rows: the cascade writes finished row `x` at slot `x & 15`.
-  let finished: UnsafeMutablePointer<UInt8>
-
-  init(
-    width: Int, channels: Int, lanes: Int, rowBytes: Int, transposed: UnsafeMutablePointer<UInt8>,
-    finished: UnsafeMutablePointer<UInt8>
-  ) {
-    precondition(lanes % 16 == 0, "slab rows come in groups of 16")
-    self.width = width
-    self.channels = channels
-    self.lanes = lanes
-    self.rowBytes = rowBytes
-    self.slabBytes = channels * lanes
-    self.transposed = transposed
-    self.finished = finished
-  }
-
+extension SlabTranspose {
   /// Transposes slab rows `0..<rows` starting at `first` into ``transposed``.
   ///
   /// Lanes past `rows` in a group of 16 get copies of the last row; whole groups past `rows` keep what they held.
-  func gather(_ first: UnsafePointer<UInt8>, rows: Int) {
+  func referenceGather(_ first: UnsafePointer<UInt8>, rows: Int) {
     switch channels {
-    case 1: gather(first, rows: rows, One.self)
-    case 2: gather(first, rows: rows, Two.self)
-    case 3: gather(first, rows: rows, Three.self)
-    default: gather(first, rows: rows, Four.self)
+    case 1: referenceGather(first, rows: rows, One.self)
+    case 2: referenceGather(first, rows: rows, Two.self)
+    case 3: referenceGather(first, rows: rows, Three.self)
+    default: referenceGather(first, rows: rows, Four.self)
     }
   }
 
   /// Writes back transposed row `x` (finished, at slot `x & 15` of ``finished``) into slab rows `0..<rows` at
   /// `output`: sixteen pixels at once when `x` ends a whole block, else nothing until it does, and the pixels
   /// past the last whole block one by one.
-  func scatter(_ x: Int, into output: UnsafeMutablePointer<UInt8>, rows: Int) {
+  func referenceScatter(_ x: Int, into output: UnsafeMutablePointer<UInt8>, rows: Int) {
     switch channels {
-    case 1: scatter(x, into: output, rows: rows, One.self)
-    case 2: scatter(x, into: output, rows: rows, Two.self)
-    case 3: scatter(x, into: output, rows: rows, Three.self)
-    default: scatter(x, into: output, rows: rows, Four.self)
+    case 1: referenceScatter(x, into: output, rows: rows, One.self)
+    case 2: referenceScatter(x, into: output, rows: rows, Two.self)
+    case 3: referenceScatter(x, into: output, rows: rows, Three.self)
+    default: referenceScatter(x, into: output, rows: rows, Four.self)
     }
   }
 
-  private func gather<C: ChannelCount>(_ first: UnsafePointer<UInt8>, rows: Int, _: C.Type) {
+  private func referenceGather<C: ChannelCount>(_ first: UnsafePointer<UInt8>, rows: Int, _: C.Type) {
     let channels = C.value
     let blockBytes = 16 * channels
     let blocks = width / 16
@@ -76,12 +48,12 @@ struct ReferenceSlabTranspose {
           ByteTranspose.block(
             { k in
               let offset: Int = min(base &+ k, lastRow) &* rowBytes &+ part &* 16
-              return UnsafeRawPointer(input + offset).loadUnaligned(as: Vector.self)
+              return UnsafeRawPointer(input + offset).loadUnaligned(as: ByteTranspose.Vector.self)
             },
             { j, column in
               let byte = part &* 16 &+ j
               let offset: Int = (byte / channels) &* slabBytes &+ (byte % channels) &* lanes
-              UnsafeMutableRawPointer(output + offset).storeBytes(of: column, as: Vector.self)
+              UnsafeMutableRawPointer(output + offset).storeBytes(of: column, as: ByteTranspose.Vector.self)
             })
         }
       }
@@ -97,7 +69,9 @@ struct ReferenceSlabTranspose {
     }
   }
 
-  private func scatter<C: ChannelCount>(_ x: Int, into output: UnsafeMutablePointer<UInt8>, rows: Int, _: C.Type) {
+  private func referenceScatter<C: ChannelCount>(
+    _ x: Int, into output: UnsafeMutablePointer<UInt8>, rows: Int, _: C.Type
+  ) {
     let channels = C.value
     let blockBytes = 16 * channels
     let (lanes, slabBytes, rowBytes) = (self.lanes, self.slabBytes, self.rowBytes)
@@ -113,12 +87,12 @@ struct ReferenceSlabTranspose {
             { j in
               let byte = part &* 16 &+ j
               let offset: Int = (byte / channels) &* slabBytes &+ (byte % channels) &* lanes
-              return UnsafeRawPointer(source + offset).loadUnaligned(as: Vector.self)
+              return UnsafeRawPointer(source + offset).loadUnaligned(as: ByteTranspose.Vector.self)
             },
             { k, row in
               guard k < count else { return }
               let offset: Int = (base &+ k) &* rowBytes &+ part &* 16
-              UnsafeMutableRawPointer(target + offset).storeBytes(of: row, as: Vector.self)
+              UnsafeMutableRawPointer(target + offset).storeBytes(of: row, as: ByteTranspose.Vector.self)
             })
         }
         base += 16
