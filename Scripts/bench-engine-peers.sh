@@ -78,16 +78,8 @@ for tool in swift python3; do
   fi
 done
 
-have_tbb() { [[ -f /usr/include/oneapi/tbb/flow_graph.h ]] && command -v g++ > /dev/null 2>&1; }
-
 if ! have_tbb; then
-  if ((install)) && command -v apt-get > /dev/null 2>&1; then
-    sudo=""
-    if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-    echo "Installing libtbb-dev and g++ with apt-get…" >&2
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libtbb-dev g++ > /dev/null
-  fi
+  if ((install)); then apt_install libtbb-dev g++; fi
   if ! have_tbb; then
     echo "bench-engine-peers.sh: oneTBB (libtbb-dev) or g++ is missing; install them or drop --no-install" >&2
     exit 1

@@ -35,3 +35,17 @@ SWIFT
     exit 1
   }
 }
+
+# apt_install PACKAGE...: installs Debian packages with apt-get (through sudo when not root), quietly; does nothing
+# where apt-get is missing. The caller checks afterwards that what it needs is there.
+apt_install() {
+  command -v apt-get > /dev/null 2>&1 || return 0
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "Installing $* with apt-get…" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" > /dev/null
+}
+
+# have_tbb: whether oneTBB's headers (libtbb-dev) and g++ are there, for the oneTBB peer (Scripts/peers).
+have_tbb() { [[ -f /usr/include/oneapi/tbb/flow_graph.h ]] && command -v g++ > /dev/null 2>&1; }

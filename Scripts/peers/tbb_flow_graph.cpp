@@ -3,8 +3,12 @@
 //
 //   g++ -std=c++17 -O2 tbb_flow_graph.cpp -o tbb_flow_graph -ltbb
 //   ./tbb_flow_graph [--nodes N] [--runs R] [--threads T]
+//   ./tbb_flow_graph --once WORKLOAD [--nodes N] [--threads T]
 //
 // Output, one line per workload (tab-separated): name, nodes, edges, median ns per node, min ns per node.
+// With --once, runs that one workload (independent, chain, fan-in or dag) a single time, untimed and silent, for
+// Scripts/bench-instructions.sh to count its instructions under callgrind; --nodes may then be 0 (the empty run
+// whose count is subtracted).
 // The random DAG uses the same generator (splitmix64, seed 2026) as Sources/SpindleBenchmarks, so both sides
 // build the same graph; the edge count is printed so the script can check that they agree.
 #include <oneapi/tbb/flow_graph.h>
@@ -137,11 +141,11 @@ Result measure(int runs, std::size_t markCount, int nodes, const char* name, con
   return {median, perNode.front()};
 }
 
-int parsePositive(const char* flag, const char* text) {
+int parseCount(const char* flag, const char* text, long least) {
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > 100000000) {
-    std::fprintf(stderr, "tbb_flow_graph: %s needs a positive whole number, not '%s'\n", flag, text);
+  if (end == text || *end != '\0' || value < least || value > 100000000) {
+    std::fprintf(stderr, "tbb_flow_graph: %s needs a whole number from %ld to 100000000, not '%s'\n", flag, least, text);
     std::exit(2);
   }
   return static_cast<int>(value);
@@ -153,21 +157,54 @@ int main(int argc, char** argv) {
   int count = 100000;
   int runs = 3;
   int threads = 2;
+  std::string once;
   for (int i = 1; i < argc; ++i) {
     std::string argument = argv[i];
-    if ((argument == "--nodes" || argument == "--runs" || argument == "--threads") && i + 1 < argc) {
-      int value = parsePositive(argv[i], argv[i + 1]);
+    if (argument == "--once" && i + 1 < argc) {
+      once = argv[++i];
+    } else if ((argument == "--nodes" || argument == "--runs" || argument == "--threads") && i + 1 < argc) {
+      // Only --once runs take 0 nodes (checked below, once every argument is known).
+      int value = parseCount(argv[i], argv[i + 1], argument == "--nodes" ? 0 : 1);
       ++i;
       if (argument == "--nodes") count = value;
       if (argument == "--runs") runs = value;
       if (argument == "--threads") threads = value;
     } else {
-      std::fprintf(stderr, "usage: tbb_flow_graph [--nodes N] [--runs R] [--threads T]\n");
+      std::fprintf(stderr,
+                   "usage: tbb_flow_graph [--nodes N] [--runs R] [--threads T]\n"
+                   "       tbb_flow_graph --once independent|chain|fan-in|dag [--nodes N] [--threads T]\n");
       return 2;
     }
   }
+  if (once.empty() && count == 0) {
+    std::fprintf(stderr, "tbb_flow_graph: --nodes 0 is only for --once runs\n");
+    return 2;
+  }
   // The calling thread joins wait_for_all(), so `threads` counts it: 2 means one worker plus the caller.
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
+
+  if (!once.empty()) {
+    // One mark more than nodes: fan-in's sink has the last one; the other workloads set it themselves.
+    Marks marks(static_cast<std::size_t>(count) + 1);
+    if (once == "fan-in") {
+      fanIn(count, marks);
+      if (count == 0) marks.ran[0] = 1;  // no sources: nothing sends the sink a message
+    } else {
+      if (once == "independent") {
+        independent(count, marks);
+      } else if (once == "chain") {
+        if (count > 0) chain(count, marks);
+      } else if (once == "dag") {
+        dag(randomGraph(count, 4, 2026), marks);
+      } else {
+        std::fprintf(stderr, "tbb_flow_graph: unknown workload '%s' (independent, chain, fan-in, dag)\n", once.c_str());
+        return 2;
+      }
+      marks.ran[count] = 1;
+    }
+    marks.check(once.c_str());
+    return 0;
+  }
 
   auto graph = randomGraph(count, 4, 2026);
   std::size_t edges = 0;
