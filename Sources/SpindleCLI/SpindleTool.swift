@@ -1,4 +1,5 @@
 import Foundation
+import TiltShift
 
 /// The `spindle` command-line tool: the proof that Spindle works on a real job.
 ///
@@ -91,6 +92,16 @@ package enum SpindleTool {
     }
     if parsed[\.version] { return .print(version) }
     return .print(spec.help)
+  }
+
+  /// The process's arguments without the program name, each byte that is not UTF-8 kept as a ``SystemPath``
+  /// escape: `CommandLine.arguments` turns such a byte into U+FFFD, so `spindle tiltshift $'\xFF.jpg'` named a file
+  /// that does not exist.
+  package static var commandLineArguments: [String] {
+    (0..<Int(CommandLine.argc)).dropFirst().map { index in
+      guard let argument = CommandLine.unsafeArgv[index] else { return "" }
+      return SystemPath.string(decoding: UnsafeRawBufferPointer(start: argument, count: strlen(argument)))
+    }
   }
 
   /// Runs `spindle` with `arguments` (without the program name) and returns the exit status.

@@ -1,4 +1,5 @@
 import Foundation
+import TiltShift
 
 /// Where output goes and how it may look: colours only on a terminal and never with `NO_COLOR`.
 enum Terminal {
@@ -25,9 +26,11 @@ enum Terminal {
     return "\u{1B}[\(style.rawValue)m\(text)\u{1B}[0m"
   }
 
-  /// Writes to standard error without buffering.
+  /// Writes to standard error without buffering; a byte of a path that is not UTF-8 shows as `\xFF`
+  /// (``SystemPath/displayed(_:)``).
   static func error(_ text: String) {
-    rawError(text.hasSuffix("\n") ? text : text + "\n")
+    let shown = SystemPath.displayed(text)
+    rawError(shown.hasSuffix("\n") ? shown : shown + "\n")
   }
 
   /// Writes `text` to standard error with no newline (progress lines redraw in place).

@@ -26,19 +26,50 @@ struct BatchPlan {
 
   static let imageExtensions: Set<String> = ["jpg", "jpeg", "png"]
 
-  /// The absolute, symlink-free form of `path`, to compare files.
-  static func canonical(_ path: String) -> String {
-    URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+  /// The absolute, symlink-free form of `path`, to compare files: the system's `realpath` of its longest existing
+  /// head, then the rest with `.` dropped and `..` taken off lexically. Its bytes are the key: two names that differ
+  /// only in Unicode normalization (`é` as one scalar or as `e` and an accent) are two files on Linux, but equal
+  /// `String`s.
+  static func canonical(_ path: String) -> [UInt8] {
+    func resolve(_ bytes: [UInt8]) -> [UInt8] {
+      let path = bytes.isEmpty ? [UInt8(ascii: ".")] : bytes
+      if let resolved = (path + [0]).withUnsafeBufferPointer({ buffer in
+        buffer.withMemoryRebound(to: CChar.self) { realpath($0.baseAddress!, nil) }
+      }) {
+        defer { free(resolved) }
+        return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
+      }
+      var trimmed = path[...]
+      while trimmed.count > 1 && trimmed.last == UInt8(ascii: "/") { trimmed = trimmed.dropLast() }
+      let slash = trimmed.lastIndex(of: UInt8(ascii: "/"))
+      let last = Array(slash.map { trimmed[($0 + 1)...] } ?? trimmed)
+      let head: [UInt8] = slash.map { $0 == trimmed.startIndex ? [UInt8(ascii: "/")] : Array(trimmed[..<$0]) } ?? []
+      if head == path { return path }  // "/" itself unresolvable: nothing more to do.
+      let base = resolve(head)
+      switch last {
+      case [], [UInt8(ascii: ".")]: return base
+      case [UInt8(ascii: "."), UInt8(ascii: ".")]:
+        guard let up = base.lastIndex(of: UInt8(ascii: "/")) else { return base }
+        return up == 0 ? [UInt8(ascii: "/")] : Array(base[..<up])
+      default: return (base.last == UInt8(ascii: "/") ? base : base + [UInt8(ascii: "/")]) + last
+      }
+    }
+    return resolve(SystemPath.bytes(of: path))
+  }
+
+  /// `stat` of `path` (escaped bytes passed as the bytes they stand for), or nil when it fails.
+  static func status(_ path: String, followingLinks: Bool = true) -> stat? {
+    var info = stat()
+    let result = SystemPath.withCString(path) { followingLinks ? stat($0, &info) : lstat($0, &info) }
+    return result == 0 ? info : nil
   }
 
   static func isRegularFile(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+    status(path).map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false
   }
 
   static func isDirectory(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    status(path).map { ($0.st_mode & S_IFMT) == S_IFDIR } ?? false
   }
 
   /// Creates the folder at `path` and any missing parents: nil when it is a folder then, else what went wrong in the
@@ -61,14 +92,13 @@ struct BatchPlan {
   static func makeFolder(_ path: String) -> String? {
     let top = path
     func make(_ path: String) -> String? {
-      var info = stat()
-      if stat(path, &info) == 0 {
+      if let info = status(path) {
         guard (info.st_mode & S_IFMT) != S_IFDIR else { return nil }
         return path == top ? "a file of that name exists" : "\(path) is a file, not a folder"
       }
       let parent = parentPath(of: path)
       if !parent.isEmpty, parent != path, let failure = make(parent) { return failure }
-      if mkdir(path, 0o777) == 0 { return nil }
+      if SystemPath.withCString(path, { mkdir($0, 0o777) }) == 0 { return nil }
       let code = errno
       if code == EEXIST && isDirectory(path) { return nil }
       return path == top ? systemMessage(code) : "\(path): \(systemMessage(code))"
@@ -77,8 +107,13 @@ struct BatchPlan {
   }
 
   /// The names in the folder at `path` (without `.` and `..`), or the system's reason it cannot be listed.
+  ///
+  /// A name that is not valid UTF-8 keeps its bytes (``SystemPath``): `String(decoding:as:)` made `\xFF.jpg` into
+  /// `\u{FFFD}.jpg`, which does not exist, so such files were left out without a word.
   static func listFolder(_ path: String) -> Result<[String], FolderListingError> {
-    guard let directory = opendir(path) else { return .failure(FolderListingError(reason: systemMessage(errno))) }
+    guard let directory = SystemPath.withCString(path, { opendir($0) }) else {
+      return .failure(FolderListingError(reason: systemMessage(errno)))
+    }
     defer { closedir(directory) }
     var names: [String] = []
     while true {
@@ -88,7 +123,7 @@ struct BatchPlan {
         return .success(names)
       }
       let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        SystemPath.string(decoding: raw.prefix(while: { $0 != 0 }))
       }
       if name != "." && name != ".." { names.append(name) }
     }
@@ -113,9 +148,10 @@ struct BatchPlan {
       for name in names {
         let child = relative.isEmpty ? name : relative + "/" + name
         paths.append(child)
-        var info = stat()
         let full = (folder as NSString).appendingPathComponent(child)
-        if !name.hasPrefix("."), lstat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { pending.append(child) }
+        if !name.hasPrefix("."), let info = status(full, followingLinks: false), (info.st_mode & S_IFMT) == S_IFDIR {
+          pending.append(child)
+        }
       }
     }
     switch list(folder) {
@@ -142,7 +178,7 @@ struct BatchPlan {
   ) -> (inputs: [Input], rejected: [Decision]) {
     var inputs: [Input] = []
     var rejected: [Decision] = []
-    var seen: Set<String> = []
+    var seen: Set<[UInt8]> = []
     func add(_ path: String, subfolder: String) {
       if seen.insert(canonical(path)).inserted { inputs.append(Input(path: path, subfolder: subfolder)) }
     }
@@ -152,7 +188,7 @@ struct BatchPlan {
         continue
       }
       guard isDirectory(argument) else {
-        let exists = FileManager.default.fileExists(atPath: argument)
+        let exists = status(argument) != nil
         rejected.append(.reject(path: argument, reason: exists ? "not a regular file" : "no such file or folder"))
         continue
       }
@@ -181,7 +217,7 @@ struct BatchPlan {
         if isRegularFile(path) { add(path, subfolder: parentPath(of: relative)) }
       }
     }
-    inputs.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+    inputs.sort { SystemPath.bytes(of: $0.path).lexicographicallyPrecedes(SystemPath.bytes(of: $1.path)) }
     return (inputs, rejected)
   }
 
@@ -211,11 +247,8 @@ struct BatchPlan {
     case "jpeg": return .jpeg
     case "png": return .png
     default:
-      if let handle = FileHandle(forReadingAtPath: path) {
-        defer { try? handle.close() }
-        if let head = try? handle.read(upToCount: 16), let format = ImageFormat(detecting: [UInt8](head)) {
-          return format
-        }
+      if let head = try? ImageFile.readPrefix(path, maxBytes: 16).bytes, let format = ImageFormat(detecting: head) {
+        return format
       }
       return ImageFormat(pathExtensionOf: path) ?? .png
     }
@@ -232,7 +265,7 @@ struct BatchPlan {
   ) -> BatchPlan {
     var plan = BatchPlan()
     let inputSet = Set(inputs.map { canonical($0.path) })
-    var outputs: [String: String] = [:]
+    var outputs: [[UInt8]: String] = [:]
     for input in inputs {
       let name = (input.path as NSString).lastPathComponent
       let stem = (name as NSString).deletingPathExtension
@@ -246,7 +279,7 @@ struct BatchPlan {
         )
       } else if let other = outputs[key] {
         plan.decisions.append(.reject(path: input.path, reason: "output \(output) is already the output of \(other)"))
-      } else if !overwrite, FileManager.default.fileExists(atPath: output) {
+      } else if !overwrite, status(output) != nil {
         plan.decisions.append(
           .reject(
             path: input.path, reason: "output \(output) exists (pass --overwrite to replace it)", existingOutput: output

@@ -12,7 +12,8 @@ struct TiltShiftCommand: ParsableCommand {
     discussion: """
       Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files). Outputs are
       written atomically (temporary file, then rename) into DIR as <name><suffix>.<ext>; inputs are
-      never overwritten. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs. Ctrl-\\ (SIGQUIT)
+      never overwritten. File names that are not UTF-8 keep their bytes; messages show such a byte as
+      \\xFF. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs. Ctrl-\\ (SIGQUIT)
       prints what each work queue is running, what is ready and what waits for what, and the batch goes on.
 
       Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
@@ -349,7 +350,7 @@ struct TiltShiftCommand: ParsableCommand {
     return Int(value * Double(1 << shift))
   }
 
-  /// The end-of-run summary, as text or JSON.
+  /// The end-of-run summary, as text or JSON (a byte of a path that is not UTF-8 shows as `\xFF` in both).
   struct Summary {
     var processed: [FileReport]
     var rejected: [(path: String, reason: String)]
@@ -385,7 +386,9 @@ struct TiltShiftCommand: ParsableCommand {
     var json: String {
       var files: [[String: Any]] = []
       for report in processed {
-        var entry: [String: Any] = ["input": report.item.input, "output": report.item.output]
+        var entry: [String: Any] = [
+          "input": SystemPath.displayed(report.item.input), "output": SystemPath.displayed(report.item.output),
+        ]
         switch report.outcome {
         case .succeeded(let width, let height, let read, let written):
           entry["status"] = "ok"
@@ -393,20 +396,21 @@ struct TiltShiftCommand: ParsableCommand {
           entry["height"] = height
           entry["bytesRead"] = read
           entry["bytesWritten"] = written
-          if !report.warnings.isEmpty { entry["warnings"] = report.warnings }
+          if !report.warnings.isEmpty { entry["warnings"] = report.warnings.map(SystemPath.displayed) }
           entry["seconds"] = [
             "decode": report.timings.decode, "filter": report.timings.filter, "encode": report.timings.encode,
           ]
         case .failed(let error):
           entry["status"] = "failed"
-          entry["error"] = error.description + TiltShiftCommand.hint(for: error, lenient: lenient)
+          entry["error"] = SystemPath.displayed(error.description + TiltShiftCommand.hint(for: error, lenient: lenient))
         case .cancelled:
           entry["status"] = "cancelled"
         }
         files.append(entry)
       }
       for (path, reason) in rejected {
-        files.append(["input": path, "status": "failed", "error": "\(path): \(reason)"])
+        let error = SystemPath.displayed("\(path): \(reason)")
+        files.append(["input": SystemPath.displayed(path), "status": "failed", "error": error])
       }
       let object: [String: Any] = [
         "succeeded": succeeded,

@@ -11,7 +11,7 @@ extension ImageFile {
   /// let (head, size) = try ImageFile.readPrefix("big.png", maxBytes: 1 << 18)
   /// ```
   public static func readPrefix(_ path: String, maxBytes: Int) throws(ImageError) -> (bytes: [UInt8], fileSize: Int) {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    let fd = SystemPath.withCString(path) { open($0, O_RDONLY | O_CLOEXEC) }
     guard fd >= 0 else { throw ImageError(.unreadableFile(reason: String(cString: strerror(errno))), path: path) }
     defer { close(fd) }
     var info = stat()

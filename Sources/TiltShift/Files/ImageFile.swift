@@ -19,7 +19,8 @@ import Synchronization
 /// then renames it over the destination. On any failure the temporary file is removed. A process
 /// killed mid-write can leave temporaries behind; ``temporaryFiles(in:)`` and
 /// ``removeTemporaryFiles(in:)`` find and remove them, and ``removeInFlightTemporaryFiles(refusingNewOnes:)`` removes
-/// the ones this process is writing right now (for a Ctrl-C handler).
+/// the ones this process is writing right now (for a Ctrl-C handler). Paths go to the system as ``SystemPath`` bytes,
+/// so a name that is not UTF-8 is read and written as it is.
 ///
 /// ```swift
 /// let bytes = try ImageFile.read("in.png")
@@ -37,7 +38,7 @@ public enum ImageFile {
   /// Throws ``ImageError/Kind/unreadableFile(reason:)`` (with the system's message, or saying the file
   /// is too large) or ``ImageError/Kind/emptyFile``; errors name the file.
   public static func read(_ path: String, maxBytes: Int = defaultMaxBytes) throws(ImageError) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    let fd = SystemPath.withCString(path) { open($0, O_RDONLY | O_CLOEXEC) }
     guard fd >= 0 else { throw ImageError(.unreadableFile(reason: systemMessage(errno)), path: path) }
     defer { close(fd) }
     var info = stat()
@@ -94,11 +95,12 @@ public enum ImageFile {
     guard !name.isEmpty else { throw ImageError(.writeFailed(reason: "not a file name"), path: path) }
     // `.NAME` + marker + 8 digits is 22 bytes longer than NAME: for a long name, a short stem stands for it.
     let nameLimit = maxNameBytes(in: folder)
-    let stem = 1 + name.utf8.count + temporaryMarker.utf8.count + 8 <= nameLimit ? name : shortStem(name)
+    let nameBytes = SystemPath.byteCount(of: name)
+    let stem = 1 + nameBytes + temporaryMarker.utf8.count + 8 <= nameLimit ? name : shortStem(name)
     /// The system's message, or for a name too long (the destination's own, now) how long it is and may be.
     func reason(_ code: Int32) -> String {
-      guard code == ENAMETOOLONG, name.utf8.count > nameLimit else { return systemMessage(code) }
-      return "the file name is \(name.utf8.count) bytes, longer than its file system allows (\(nameLimit) bytes)"
+      guard code == ENAMETOOLONG, nameBytes > nameLimit else { return systemMessage(code) }
+      return "the file name is \(nameBytes) bytes, longer than its file system allows (\(nameLimit) bytes)"
     }
     var temporary = ""
     var fd: Int32 = -1
@@ -114,7 +116,7 @@ public enum ImageFile {
           refused = true
           return
         }
-        fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        fd = SystemPath.withCString(temporary) { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666) }
         openError = errno
         if fd >= 0 { state.paths.insert(temporary) }
       }
@@ -125,7 +127,7 @@ public enum ImageFile {
     defer { inFlight.withLock { _ = $0.paths.remove(temporary) } }
 
     func fail(_ code: Int32) -> ImageError {
-      unlink(temporary)
+      systemUnlink(temporary)
       return ImageError(.writeFailed(reason: reason(code)), path: path)
     }
     var code: Int32 = 0
@@ -145,31 +147,31 @@ public enum ImageFile {
     if close(fd) != 0 && code == 0 { code = errno }
     guard code == 0 else { throw fail(code) }
     if replacingExisting {
-      guard rename(temporary, path) == 0 else { throw fail(errno) }
+      guard systemRename(temporary, path) == 0 else { throw fail(errno) }
     } else {
-      if link(temporary, path) != 0 {
+      if SystemPath.withCString(temporary, { old in SystemPath.withCString(path) { link(old, $0) } }) != 0 {
         let linkError = errno
         switch linkError {
         case EEXIST:
-          unlink(temporary)
+          systemUnlink(temporary)
           throw ImageError(.destinationExists, path: path)
         case EPERM, EOPNOTSUPP, ENOSYS, EXDEV:
           // File systems without hard links (FAT, exFAT, some network shares): check, then rename. Not atomic
           // against another writer of the same name, but never replaces a file that existed before the check.
-          if access(path, F_OK) == 0 {
-            unlink(temporary)
+          if SystemPath.withCString(path, { access($0, F_OK) }) == 0 {
+            systemUnlink(temporary)
             throw ImageError(.destinationExists, path: path)
           }
-          guard rename(temporary, path) == 0 else { throw fail(errno) }
+          guard systemRename(temporary, path) == 0 else { throw fail(errno) }
         default:
-          unlink(temporary)
+          systemUnlink(temporary)
           throw ImageError(.writeFailed(reason: reason(linkError)), path: path)
         }
       } else {
-        unlink(temporary)
+        systemUnlink(temporary)
       }
     }
-    let folderFD = open(folder.isEmpty ? "." : folder, O_RDONLY | O_CLOEXEC)
+    let folderFD = SystemPath.withCString(folder.isEmpty ? "." : folder) { open($0, O_RDONLY | O_CLOEXEC) }
     if folderFD >= 0 {
       _ = fsync(folderFD)
       close(folderFD)
@@ -178,13 +180,13 @@ public enum ImageFile {
 
   /// Paths of leftover temporary files (`.NAME.spindle-tmp-XXXXXXXX`) in `folder`.
   public static func temporaryFiles(in folder: String) -> [String] {
-    guard let directory = opendir(folder.isEmpty ? "." : folder) else { return [] }
+    guard let directory = SystemPath.withCString(folder.isEmpty ? "." : folder, { opendir($0) }) else { return [] }
     defer { closedir(directory) }
     var found: [String] = []
     let prefix = folder.isEmpty || folder.hasSuffix("/") ? folder : folder + "/"
     while let entry = readdir(directory) {
       let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        SystemPath.string(decoding: raw.prefix(while: { $0 != 0 }))
       }
       if name.hasPrefix("."), name.contains(temporaryMarker) { found.append(prefix + name) }
     }
@@ -194,7 +196,7 @@ public enum ImageFile {
   /// Removes leftover temporary files in `folder` and returns how many were removed.
   @discardableResult
   public static func removeTemporaryFiles(in folder: String) -> Int {
-    temporaryFiles(in: folder).reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count }
+    temporaryFiles(in: folder).reduce(0) { count, path in systemUnlink(path) == 0 ? count + 1 : count }
   }
 
   /// Removes leftover temporary files of the destinations `paths` (each `.NAME.spindle-tmp-XXXXXXXX` beside its
@@ -211,7 +213,7 @@ public enum ImageFile {
   public static func removeTemporaryFiles(forDestinations paths: [String]) -> Int {
     var removed = 0
     forEachTemporary(ofDestinations: paths) { candidate, _ in
-      if unlink(candidate) == 0 { removed += 1 }
+      if systemUnlink(candidate) == 0 { removed += 1 }
     }
     return removed
   }
@@ -234,9 +236,9 @@ public enum ImageFile {
     forEachTemporary(ofDestinations: paths) { candidate, destination in
       var output = stat()
       var temporary = stat()
-      guard lstat(destination, &output) == 0, lstat(candidate, &temporary) == 0 else { return }
+      guard systemLstat(destination, &output) == 0, systemLstat(candidate, &temporary) == 0 else { return }
       guard output.st_dev == temporary.st_dev, output.st_ino == temporary.st_ino else { return }
-      if unlink(candidate) == 0 { removed += 1 }
+      if systemUnlink(candidate) == 0 { removed += 1 }
     }
     return removed
   }
@@ -275,7 +277,7 @@ public enum ImageFile {
   public static func removeInFlightTemporaryFiles(refusingNewOnes: Bool = false) -> Int {
     inFlight.withLock { state in
       if refusingNewOnes { state.closed = true }
-      return state.paths.reduce(0) { count, path in unlink(path) == 0 ? count + 1 : count }
+      return state.paths.reduce(0) { count, path in systemUnlink(path) == 0 ? count + 1 : count }
     }
   }
 
@@ -294,7 +296,7 @@ public enum ImageFile {
     var head = ""
     var bytes = 0
     for scalar in name.unicodeScalars {
-      bytes += UTF8.width(scalar)
+      bytes += scalar.value >= SystemPath.escapeBase ? 1 : UTF8.width(scalar)
       guard bytes <= 100 else { break }
       head.unicodeScalars.append(scalar)
     }
@@ -309,7 +311,7 @@ public enum ImageFile {
 
   /// The longest file name, in bytes, the file system of `folder` holds (255 when it does not say).
   private static func maxNameBytes(in folder: String) -> Int {
-    let limit = pathconf(folder.isEmpty ? "." : folder, Int32(_PC_NAME_MAX))
+    let limit = SystemPath.withCString(folder.isEmpty ? "." : folder) { pathconf($0, Int32(_PC_NAME_MAX)) }
     return limit > 0 ? limit : 255
   }
 
@@ -317,6 +319,17 @@ public enum ImageFile {
   private static func split(_ path: String) -> (folder: String, name: String) {
     guard let slash = path.lastIndex(of: "/") else { return ("", path) }
     return (String(path[...slash]), String(path[path.index(after: slash)...]))
+  }
+
+  @discardableResult
+  private static func systemUnlink(_ path: String) -> Int32 { SystemPath.withCString(path) { unlink($0) } }
+
+  private static func systemRename(_ old: String, _ new: String) -> Int32 {
+    SystemPath.withCString(old) { old in SystemPath.withCString(new) { rename(old, $0) } }
+  }
+
+  private static func systemLstat(_ path: String, _ info: inout stat) -> Int32 {
+    SystemPath.withCString(path) { lstat($0, &info) }
   }
 
   private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ count: Int) -> Int {

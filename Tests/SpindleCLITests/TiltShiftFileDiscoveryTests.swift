@@ -1,0 +1,108 @@
+import Foundation
+import SpindleTestSupport
+import Testing
+import TiltShift
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Which files `spindle tiltshift` finds, what it names their outputs and what it refuses before decoding (findings
+/// of helper-47's adversarial run).
+@Suite(.serialized) struct TiltShiftFileDiscoveryTests {
+  /// Writes `bytes` to the file whose path is the bytes `path` (which Foundation cannot name when they are not UTF-8).
+  static func write(_ bytes: [UInt8], toPathBytes path: [UInt8]) throws {
+    let fd = (path + [0]).withUnsafeBufferPointer { buffer in
+      buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+    }
+    #expect(fd >= 0)
+    _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    close(fd)
+  }
+
+  /// The names in `folder` as their bytes, sorted (leaving out `.` and `..`).
+  static func names(in folder: String) -> [[UInt8]] {
+    guard let directory = opendir(folder) else { return [] }
+    defer { closedir(directory) }
+    var names: [[UInt8]] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+      if name != Array(".".utf8) && name != Array("..".utf8) { names.append(name) }
+    }
+    return names.sorted { $0.lexicographicallyPrecedes($1) }
+  }
+
+  static func photo(_ format: ImageFormat, seed: UInt64) throws -> [UInt8] {
+    try ImageEncoder(format: format).encode(SamplePhoto(seed: seed).render(width: 32, height: 24))
+  }
+
+  @Test func systemPathRoundTripsEveryName() {
+    let names: [[UInt8]] = [
+      Array("plain.jpg".utf8), [0xFF, 0x2E, 0x6A, 0x70, 0x67], Array("caf".utf8) + [0xE9, 0x2E, 0x70, 0x6E, 0x67],
+      Array("café.jpg".utf8), [0xED, 0xA0, 0x80], [0xC0, 0xAF], [0xF4, 0x90, 0x80, 0x80], [0xE2, 0x82],
+      // A name that really holds an escape scalar (U+10FFFF) is escaped byte by byte: still one-to-one.
+      [0xF4, 0x8F, 0xBF, 0xBF], Array("e\u{301}.jpg".utf8),
+    ]
+    for name in names {
+      let path = SystemPath.string(decoding: name)
+      #expect(SystemPath.bytes(of: path) == name, "\(name)")
+      #expect(SystemPath.byteCount(of: path) == name.count)
+    }
+    #expect(SystemPath.displayed(SystemPath.string(decoding: [0xFF, 0x2E, 0x6A, 0x70, 0x67])) == "\\xFF.jpg")
+    #expect(SystemPath.string(decoding: Array("café.jpg".utf8)) == "café.jpg")
+  }
+
+  @Test func namesThatAreNotUTF8AreProcessedUnderTheirOwnBytes() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    let folder = Array(inputs.path.utf8) + [UInt8(ascii: "/")]
+    // Latin-1 "café.png", a lone 0xFF, and "é" composed and decomposed (two files on Linux, equal Swift Strings).
+    try Self.write(Self.photo(.png, seed: 1), toPathBytes: folder + Array("caf".utf8) + [0xE9] + Array(".png".utf8))
+    try Self.write(Self.photo(.jpeg, seed: 2), toPathBytes: folder + [0xFF] + Array(".jpg".utf8))
+    try Self.write(Self.photo(.jpeg, seed: 3), toPathBytes: folder + Array("\u{E9}.jpg".utf8))
+    try Self.write(Self.photo(.jpeg, seed: 4), toPathBytes: folder + Array("e\u{301}.jpg".utf8))
+
+    let result = try await CLI.run(["tiltshift", inputs.path, "-o", outputs.path, "--json"])
+
+    #expect(result.status == 0, "\(result.stderr)")
+    let expected: [[UInt8]] = [
+      Array("caf".utf8) + [0xE9] + Array("-tiltshift.png".utf8), Array("e\u{301}-tiltshift.jpg".utf8),
+      [0xFF] + Array("-tiltshift.jpg".utf8), Array("\u{E9}-tiltshift.jpg".utf8),
+    ].sorted { $0.lexicographicallyPrecedes($1) }
+    #expect(Self.names(in: outputs.path) == expected)
+    #expect(result.stdout.contains("\"succeeded\" : 4"), "\(result.stdout)")
+    #expect(result.stdout.contains("\\\\xFF-tiltshift.jpg"), "escaped in the JSON: \(result.stdout)")
+  }
+
+  @Test func anArgumentThatIsNotUTF8NamesItsFile() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let outputs = root.appendingPathComponent("out")
+    try Self.write(
+      Self.photo(.jpeg, seed: 5),
+      toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFF, 0x2E, 0x6A, 0x70, 0x67])
+    try Self.write([1, 2, 3], toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFE, 0x2E, 0x6A, 0x70, 0x67])
+    // Foundation's Process passes arguments as UTF-8 text: the shell makes the raw bytes.
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = [
+      "-c", #"exec "$0" tiltshift "$(printf '\377.jpg')" "$(printf '\376.jpg')" -o out"#, CLI.binary.path,
+    ]
+    process.currentDirectoryURL = root
+    process.environment = ["NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let result = await CLI.wait(process, out, err)
+
+    #expect(result.status == 1, "the damaged one fails: \(result.stderr)")
+    #expect(Self.names(in: outputs.path) == [[0xFF] + Array("-tiltshift.jpg".utf8)])
+    #expect(result.stderr.contains("\\xFE.jpg"), "the failure names the file, escaped: \(result.stderr)")
+    #expect(result.stderr.contains("\\xFF.jpg → out/\\xFF-tiltshift.jpg"), "\(result.stderr)")
+  }
+}
