@@ -105,4 +105,28 @@ import TiltShift
     #expect(result.stderr.contains("\\xFE.jpg"), "the failure names the file, escaped: \(result.stderr)")
     #expect(result.stderr.contains("\\xFF.jpg → out/\\xFF-tiltshift.jpg"), "\(result.stderr)")
   }
+
+  @Test(arguments: ["photos/out", "photos/x/../out", "link"])
+  func anOutputFolderInsideARecursiveInputIsNotScanned(output: String) async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let photos = root.appendingPathComponent("photos")
+    try FileManager.default.createDirectory(
+      at: photos.appendingPathComponent("x"), withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+      at: photos.appendingPathComponent("out"), withIntermediateDirectories: true)
+    try FileManager.default.createSymbolicLink(
+      atPath: root.appendingPathComponent("link").path, withDestinationPath: "photos/out")
+    try Data(Self.photo(.jpeg, seed: 8)).write(to: photos.appendingPathComponent("a.jpg"))
+
+    let first = try await CLI.run(["tiltshift", "-qr", "photos", "-o", output], in: root)
+    #expect(first.status == 0, "\(first.stderr)")
+    let second = try await CLI.run(["tiltshift", "-r", "photos", "-o", output, "--json"], in: root)
+
+    // Only a.jpg again: refused because its output exists; the output is not taken for an input.
+    #expect(second.stdout.contains("\"failed\" : 1"), "\(second.stdout)")
+    #expect(!second.stdout.contains("a-tiltshift-tiltshift"), "\(second.stdout)")
+    #expect(!second.stderr.contains("a-tiltshift-tiltshift"), "\(second.stderr)")
+    #expect(try TiltShiftCommandTests.files(in: photos.appendingPathComponent("out")) == ["a-tiltshift.jpg"])
+  }
 }

@@ -136,10 +136,28 @@ struct BatchPlan {
 
   static func systemMessage(_ code: Int32) -> String { String(cString: strerror(code)) }
 
+  /// A folder's identity on disk (device and inode), however a path names it (relative, `..`, symbolic links).
+  struct FolderIdentity: Equatable {
+    var device: UInt64
+    var inode: UInt64
+
+    /// The identity of the folder at `path`, or nil when there is none (yet).
+    init?(_ path: String) {
+      guard let info = BatchPlan.status(path), (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
+      self.init(info)
+    }
+
+    init(_ info: stat) {
+      device = UInt64(info.st_dev)
+      inode = UInt64(info.st_ino)
+    }
+  }
+
   /// The paths under `folder`, relative to it, with those of its sub-folders (never through a symbolic link to a
-  /// folder, nor into a folder whose name starts with `.`), and each sub-folder that could not be listed with why.
+  /// folder, nor into a folder whose name starts with `.`, nor into `skipping`: the output folder, whose files a
+  /// second run would otherwise take for inputs), and each sub-folder that could not be listed with why.
   static func walk(
-    _ folder: String, list: (String) -> Result<[String], FolderListingError>
+    _ folder: String, skipping: FolderIdentity? = nil, list: (String) -> Result<[String], FolderListingError>
   ) -> (paths: [String], unlisted: [(path: String, reason: String)]) {
     var paths: [String] = []
     var unlisted: [(path: String, reason: String)] = []
@@ -149,7 +167,9 @@ struct BatchPlan {
         let child = relative.isEmpty ? name : relative + "/" + name
         paths.append(child)
         let full = (folder as NSString).appendingPathComponent(child)
-        if !name.hasPrefix("."), let info = status(full, followingLinks: false), (info.st_mode & S_IFMT) == S_IFDIR {
+        if !name.hasPrefix("."), let info = status(full, followingLinks: false), (info.st_mode & S_IFMT) == S_IFDIR,
+          skipping == nil || FolderIdentity(info) != skipping
+        {
           pending.append(child)
         }
       }
@@ -172,10 +192,14 @@ struct BatchPlan {
   ///
   /// Arguments that do not exist, or that are neither a regular file nor a folder (a FIFO, a device), are rejected,
   /// and so is each folder (with `recursive`, each sub-folder) that cannot be listed, with the system's reason: its
-  /// photos would otherwise be left out without a word. `list` lists one folder (a test's stand-in may refuse some).
+  /// photos would otherwise be left out without a word. With `recursive`, the folder `outputFolder` (however it is
+  /// named) is not descended into when it lies under an input folder: its files are this tool's outputs, and a
+  /// second run took them for inputs. `list` lists one folder (a test's stand-in may refuse some).
   static func collectInputs(
-    _ arguments: [String], recursive: Bool, list: (String) -> Result<[String], FolderListingError> = listFolder
+    _ arguments: [String], recursive: Bool, outputFolder: String? = nil,
+    list: (String) -> Result<[String], FolderListingError> = listFolder
   ) -> (inputs: [Input], rejected: [Decision]) {
+    let output = outputFolder.flatMap { FolderIdentity($0) }
     var inputs: [Input] = []
     var rejected: [Decision] = []
     var seen: Set<[UInt8]> = []
@@ -194,7 +218,7 @@ struct BatchPlan {
       }
       let listing: [String]
       if recursive {
-        let (paths, unlisted) = walk(argument, list: list)
+        let (paths, unlisted) = walk(argument, skipping: output, list: list)
         for (path, reason) in unlisted {
           rejected.append(.reject(path: path, reason: "cannot list folder: \(reason)"))
         }

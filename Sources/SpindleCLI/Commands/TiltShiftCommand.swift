@@ -10,11 +10,12 @@ struct TiltShiftCommand: ParsableCommand {
     name: "tiltshift",
     abstract: "Apply a tilt-shift (miniature) effect to JPEG and PNG photos in batch.",
     discussion: """
-      Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files). Outputs are
-      written atomically (temporary file, then rename) into DIR as <name><suffix>.<ext>; inputs are
-      never overwritten. File names that are not UTF-8 keep their bytes; messages show such a byte as
-      \\xFF. Ctrl-C stops cleanly (exit 130) and leaves only complete outputs. Ctrl-\\ (SIGQUIT)
-      prints what each work queue is running, what is ready and what waits for what, and the batch goes on.
+      Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files; with -r, its
+      sub-folders' too, except DIR). Outputs are written atomically (temporary file, then rename)
+      into DIR as <name><suffix>.<ext>; inputs are never overwritten. File names that are not UTF-8
+      keep their bytes; messages show such a byte as \\xFF. Ctrl-C stops cleanly (exit 130) and
+      leaves only complete outputs. Ctrl-\\ (SIGQUIT) prints what each work queue is running, what is
+      ready and what waits for what, and the batch goes on.
 
       Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
 
@@ -166,7 +167,7 @@ struct TiltShiftCommand: ParsableCommand {
     defer { stuckReports.stop() }
     // Plan every input, then take this shard's slice, so all shards agree on collisions. Nothing is written
     // before the plan is whole.
-    let (inputs, missing) = BatchPlan.collectInputs(inputs, recursive: recursive)
+    let (inputs, missing) = BatchPlan.collectInputs(inputs, recursive: recursive, outputFolder: outputFolder)
     let plan = BatchPlan.make(
       inputs: inputs,
       outputFolder: outputFolder,
