@@ -106,6 +106,23 @@ import TiltShift
     #expect(result.stderr.contains("\\xFF.jpg → out/\\xFF-tiltshift.jpg"), "\(result.stderr)")
   }
 
+  @Test func jfifAndJpeAreJPEGsWrittenAsJpg() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+    try Data(Self.photo(.jpeg, seed: 6)).write(to: inputs.appendingPathComponent("a.jfif"))
+    try Data(Self.photo(.jpeg, seed: 7)).write(to: inputs.appendingPathComponent("b.JPE"))
+    let outputs = root.appendingPathComponent("out")
+
+    let result = try await CLI.run(["tiltshift", "-q", inputs.path, "-o", outputs.path])
+
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(try TiltShiftCommandTests.files(in: outputs) == ["a-tiltshift.jpg", "b-tiltshift.jpg"])
+    let help = try await CLI.run(["tiltshift", "--help"])
+    #expect(help.stdout.contains(".jpe/.jfif"), "\(help.stdout)")
+  }
+
   @Test(arguments: ["photos/out", "photos/x/../out", "link"])
   func anOutputFolderInsideARecursiveInputIsNotScanned(output: String) async throws {
     let root = try CLI.temporaryFolder()

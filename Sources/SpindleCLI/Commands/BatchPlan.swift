@@ -24,7 +24,8 @@ struct BatchPlan {
 
   var decisions: [Decision] = []
 
-  static let imageExtensions: Set<String> = ["jpg", "jpeg", "png"]
+  /// The extensions (lower-cased) of the files a folder contributes: `.jfif` and `.jpe` are JPEG too.
+  static let imageExtensions: Set<String> = ["jpg", "jpeg", "jpe", "jfif", "png"]
 
   /// The absolute, symlink-free form of `path`, to compare files: the system's `realpath` of its longest existing
   /// head, then the rest with `.` dropped and `..` taken off lexically. Its bytes are the key: two names that differ

@@ -10,12 +10,13 @@ struct TiltShiftCommand: ParsableCommand {
     name: "tiltshift",
     abstract: "Apply a tilt-shift (miniature) effect to JPEG and PNG photos in batch.",
     discussion: """
-      Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.png files; with -r, its
-      sub-folders' too, except DIR). Outputs are written atomically (temporary file, then rename)
-      into DIR as <name><suffix>.<ext>; inputs are never overwritten. File names that are not UTF-8
-      keep their bytes; messages show such a byte as \\xFF. Ctrl-C stops cleanly (exit 130) and
-      leaves only complete outputs. Ctrl-\\ (SIGQUIT) prints what each work queue is running, what is
-      ready and what waits for what, and the batch goes on.
+      Inputs may be files or folders (a folder contributes its .jpg/.jpeg/.jpe/.jfif/.png files; with
+      -r, its sub-folders' too, except DIR). Outputs are written atomically (temporary file, then
+      rename) into DIR as <name><suffix>.<ext>, <ext> being jpg or png by the format written (a.jfif
+      gives a<suffix>.jpg); inputs are never overwritten. File names that are not UTF-8 keep their
+      bytes; messages show such a byte as \\xFF. Ctrl-C stops cleanly (exit 130) and leaves only
+      complete outputs. Ctrl-\\ (SIGQUIT) prints what each work queue is running, what is ready and
+      what waits for what, and the batch goes on.
 
       Exit status: 0 all files done, 1 some files failed, 2 bad usage, 130 interrupted (143 on SIGTERM).
 
