@@ -146,4 +146,39 @@ import TiltShift
     #expect(!second.stderr.contains("a-tiltshift-tiltshift"), "\(second.stderr)")
     #expect(try TiltShiftCommandTests.files(in: photos.appendingPathComponent("out")) == ["a-tiltshift.jpg"])
   }
+
+  /// A PNG claiming `width` × `height` 8-bit RGB in its header, whose pixel data is four bytes of junk: its header
+  /// reads, but decoding it fails.
+  static func pngHeader(width: UInt32, height: UInt32) -> [UInt8] {
+    func be(_ value: UInt32) -> [UInt8] { [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) } }
+    func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+      let body = Array(type.utf8) + data
+      var crc: UInt32 = 0xFFFF_FFFF
+      for byte in body {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+      }
+      return be(UInt32(data.count)) + body + be(~crc)
+    }
+    return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", be(width) + be(height) + [8, 2, 0, 0, 0])
+      + chunk("IDAT", [0, 1, 2, 3]) + chunk("IEND", [])
+  }
+
+  @Test func anImageTooWideForJPEGIsRefusedBeforeDecodingNamingTheLimit() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let wide = root.appendingPathComponent("wide.png")
+    // Decoding its junk pixel data would fail with libpng's words: this error shows the header alone was read.
+    try Data(Self.pngHeader(width: 70_000, height: 8)).write(to: wide)
+
+    let result = try await CLI.run([
+      "tiltshift", wide.path, "-o", root.appendingPathComponent("out").path, "--format", "jpeg",
+    ])
+
+    #expect(result.status == 1)
+    for part in ["wide.png", "70000x8", "at most 65500 pixels", "65535", "PNG has no such limit", "--format png"] {
+      #expect(result.stderr.contains(part), "\(part): \(result.stderr)")
+    }
+    #expect(!result.stderr.contains("libpng"), "\(result.stderr)")
+  }
 }

@@ -61,6 +61,9 @@ extension TiltShiftBatch {
         var found: [String] = []
         do throws(ImageError) {
           image = try decoder.decode(bytes, warnings: &found, reusing: buffers)
+          // A batch without a memory budget did not read the header first: refuse before the filter runs.
+          let format = item.format ?? configuration.outputFormat ?? inputFormat
+          try format.checkFits(width: image.width, height: image.height)
         } catch {
           throw error.naming(item.input)
         }

@@ -43,11 +43,24 @@ extension TiltShiftBatch {
         if let budget = configuration.memoryBudget, state.next < items.count, let head = state.headCost,
           head.index == state.next
         {
-          if head.bytes > budget, let info = head.info {
-            // Never fits, even alone: refuse now, before reading its pixels.
-            let error = ImageError(
-              .exceedsMemoryBudget(width: info.width, height: info.height, bytes: head.bytes, budget: budget),
-              path: items[state.next].input)
+          let item = items[state.next]
+          var refusal: ImageError?
+          if let info = head.info {
+            // Too large for its output format (JPEG's 65,535 pixels a side): refuse now, before reading its pixels.
+            do throws(ImageError) {
+              try (item.format ?? configuration.outputFormat ?? info.format).checkFits(
+                width: info.width, height: info.height)
+            } catch {
+              refusal = error.naming(item.input)
+            }
+            if refusal == nil, head.bytes > budget {
+              // Never fits, even alone: refuse now, before reading its pixels.
+              refusal = ImageError(
+                .exceedsMemoryBudget(width: info.width, height: info.height, bytes: head.bytes, budget: budget),
+                path: item.input)
+            }
+          }
+          if let error = refusal {
             let report = FileReport(item: items[state.next], outcome: .failed(error), timings: StageTimings())
             state.reports[state.next] = report
             state.next += 1

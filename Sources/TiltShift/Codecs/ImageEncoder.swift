@@ -50,6 +50,7 @@ public struct ImageEncoder: Sendable {
   /// Encodes `image`; throws ``ImageError/Kind/encodingFailed(format:message:)`` with the codec's message, or
   /// ``ImageError/Kind/metadataTooLarge(what:bytes:limit:format:)`` when JPEG cannot hold the EXIF block.
   public func encode(_ image: Image) throws(ImageError) -> [UInt8] {
+    try format.checkFits(width: image.width, height: image.height)
     var output: UnsafeMutablePointer<UInt8>?
     var length = 0
     var message = [CChar](repeating: 0, count: 256)

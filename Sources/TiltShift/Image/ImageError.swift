@@ -33,6 +33,9 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     case exceedsMemoryBudget(width: Int, height: Int, bytes: Int, budget: Int)
     /// The header declares more pixels than the decoder's limit; refused before allocating.
     case tooManyPixels(width: Int, height: Int, limit: Int)
+    /// The image is wider or taller than the output format can be written with (``ImageFormat/maxDimension``:
+    /// 65,500 pixels a side for JPEG, libjpeg's limit, a little under the format's 65,535); PNG has no such limit.
+    case tooLargeForFormat(width: Int, height: Int, limit: Int, format: ImageFormat)
     /// A valid file the codecs do not handle (an exotic JPEG colour space).
     case unsupported(format: ImageFormat, message: String)
     /// The encoder failed; `message` is the codec's own wording.
@@ -95,6 +98,11 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
         + "\(Self.mebibytes(budget))"
     case .tooManyPixels(let width, let height, let limit):
       what = "\(width)x\(height) is \(width * height) pixels, more than the limit of \(limit) pixels"
+    case .tooLargeForFormat(let width, let height, let limit, let format):
+      what =
+        "\(width)x\(height) is too large for \(format): its sides can be at most \(limit) pixels"
+        + (format == .jpeg ? " (libjpeg's limit, a little under the 65535 of JPEG's header)" : "")
+        + "; PNG has no such limit"
     case .unsupported(let format, let message): what = "unsupported \(format) file (\(format.codecName): \(message))"
     case .encodingFailed(let format, let message): what = "cannot encode as \(format) (\(format.codecName): \(message))"
     case .writeFailed(let reason): what = "cannot write file: \(reason)"

@@ -29,6 +29,22 @@ public enum ImageFormat: String, Sendable, Equatable, CaseIterable, CustomString
     }
   }
 
+  /// The largest width or height that can be written in the format: for JPEG 65,500, libjpeg's limit (a little
+  /// under the 65,535 its header's 16-bit sizes hold); nil for PNG, which has no such limit.
+  public var maxDimension: Int? {
+    switch self {
+    case .jpeg: 65_500
+    case .png: nil
+    }
+  }
+
+  /// Throws ``ImageError/Kind/tooLargeForFormat(width:height:limit:format:)`` when a `width` × `height` image is
+  /// wider or taller than the format stores (``maxDimension``), so that a batch can refuse it before decoding.
+  public func checkFits(width: Int, height: Int) throws(ImageError) {
+    guard let limit = maxDimension, width > limit || height > limit else { return }
+    throw ImageError(.tooLargeForFormat(width: width, height: height, limit: limit, format: self))
+  }
+
   /// The usual file extension, without the dot.
   public var fileExtension: String {
     switch self {
