@@ -77,6 +77,36 @@ import TiltShift
     #expect(result.stdout.contains("\\\\xFF-tiltshift.jpg"), "escaped in the JSON: \(result.stdout)")
   }
 
+  /// Runs `script` with `sh -c`, `$0` being the `spindle` binary, in `folder`: Foundation's Process passes arguments
+  /// as UTF-8 text, so the shell makes the raw bytes (`$(printf '\377')`).
+  static func runThroughShell(_ script: String, in folder: URL) async throws -> CLIResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", script, CLI.binary.path]
+    process.currentDirectoryURL = folder
+    process.environment = ["NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    return await CLI.wait(process, out, err)
+  }
+
+  @Test func aTraceFileNameThatIsNotUTF8IsRefusedBeforeTheRun() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    try Data(Self.photo(.jpeg, seed: 9)).write(to: root.appendingPathComponent("a.jpg"))
+
+    let result = try await Self.runThroughShell(
+      #"exec "$0" tiltshift a.jpg -o out --trace "$(printf 't\377.json')""#, in: root)
+
+    #expect(result.status == 2, "\(result.stderr)")
+    #expect(result.stderr.contains("--trace expects a file name in UTF-8"), "\(result.stderr)")
+    #expect(result.stderr.contains("t\\xFF.json"), "\(result.stderr)")
+    #expect(Self.names(in: root.path) == [Array("a.jpg".utf8)], "neither the output folder nor a trace")
+  }
+
   @Test func anArgumentThatIsNotUTF8NamesItsFile() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
@@ -85,20 +115,8 @@ import TiltShift
       Self.photo(.jpeg, seed: 5),
       toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFF, 0x2E, 0x6A, 0x70, 0x67])
     try Self.write([1, 2, 3], toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFE, 0x2E, 0x6A, 0x70, 0x67])
-    // Foundation's Process passes arguments as UTF-8 text: the shell makes the raw bytes.
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = [
-      "-c", #"exec "$0" tiltshift "$(printf '\377.jpg')" "$(printf '\376.jpg')" -o out"#, CLI.binary.path,
-    ]
-    process.currentDirectoryURL = root
-    process.environment = ["NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let result = await CLI.wait(process, out, err)
+    let result = try await Self.runThroughShell(
+      #"exec "$0" tiltshift "$(printf '\377.jpg')" "$(printf '\376.jpg')" -o out"#, in: root)
 
     #expect(result.status == 1, "the damaged one fails: \(result.stderr)")
     #expect(Self.names(in: outputs.path) == [[0xFF] + Array("-tiltshift.jpg".utf8)])

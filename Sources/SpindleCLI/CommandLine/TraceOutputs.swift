@@ -1,5 +1,6 @@
 import Foundation
 import Spindle
+import TiltShift
 
 /// The `--trace`, `--timeline` and `--graph` options of commands that run work, and writing what they ask for.
 struct TraceOutputs {
@@ -24,12 +25,16 @@ struct TraceOutputs {
     )
   }
 
-  /// A file name option; given empty, it is a usage error.
+  /// A file name option; given empty, or with a byte that is not UTF-8, it is a usage error.
+  ///
+  /// The core's trace writers take a `String` path as UTF-8, so a name holding a byte that is not (a ``SystemPath``
+  /// escape) would be written under other bytes than the ones given: refused before the run instead.
   private static func fileOption(_ name: String, valueName: String, help: String) -> Option<String?> {
     Option(
       name: name, short: nil, valueName: valueName, help: help, defaultDescription: nil, isRequired: false,
-      completion: .file, expectation: "a file name",
-      convert: { raw -> String?? in raw.isEmpty ? .none : .some(raw) }, default: { nil })
+      completion: .file, expectation: "a file name in UTF-8",
+      convert: { raw -> String?? in raw.isEmpty || SystemPath.hasEscapedBytes(raw) ? .none : .some(raw) },
+      default: { nil })
   }
 
   var trace: String?
