@@ -275,13 +275,27 @@ public struct ImageDecoder: Sendable {
       return .failure(damage != 0 ? damageError : pngError(readStatus, message, header: false, height: Int(height)))
     }
     if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "black")) }
+    let metadata = pngMetadata(decoder, warnings: &warnings)
     return .success(
       Image(
         width: Int(width), height: Int(height), layout: layout, bitDepth: Int(depth), bytes: pixels,
-        metadata: pngMetadata(decoder)))
+        metadata: metadata))
   }
 
-  private func pngMetadata(_ decoder: OpaquePointer) -> ImageMetadata {
+  /// Latin-1 bytes as text: each byte is the code point of the same number.
+  private static func latin1(_ bytes: UnsafeRawBufferPointer) -> String {
+    String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+  }
+
+  /// A NUL-terminated Latin-1 string as text.
+  private static func latin1(cString: UnsafePointer<CChar>) -> String {
+    var count = 0
+    while cString[count] != 0 { count += 1 }
+    return latin1(UnsafeRawBufferPointer(start: cString, count: count))
+  }
+
+  /// The PNG's metadata; an `iTXt` chunk whose text is not UTF-8 adds a line to `warnings`.
+  private func pngMetadata(_ decoder: OpaquePointer, warnings: inout [String]) -> ImageMetadata {
     var metadata = ImageMetadata()
     var length = 0
     var name: UnsafePointer<CChar>?
@@ -300,14 +314,19 @@ public struct ImageDecoder: Sendable {
       let bytes =
         chunk.text.map { UnsafeRawBufferPointer(start: $0, count: chunk.text_length) }
         ?? UnsafeRawBufferPointer(start: nil, count: 0)
+      // The keyword is Latin-1 in all three chunk types; the text is UTF-8 in `iTXt`, Latin-1 in `tEXt`/`zTXt`.
       let international = chunk.compression > 0
-      let text =
-        international
-        ? String(decoding: bytes, as: UTF8.self)
-        : String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+      let name = Self.latin1(cString: keyword)
+      var text = international ? String(validating: bytes, as: UTF8.self) : Self.latin1(bytes)
+      if text == nil {
+        // Not UTF-8, so not what `iTXt` must hold: the likeliest writer's mistake is Latin-1, which keeps every
+        // byte as a character (U+FFFD in their place would lose them). PNG output writes it as UTF-8.
+        warnings.append("PNG iTXt chunk \"\(name)\" holds text that is not UTF-8; read as Latin-1")
+        text = Self.latin1(bytes)
+      }
       entries.append(
         ImageMetadata.TextEntry(
-          keyword: String(cString: keyword), text: text, isInternational: international,
+          keyword: name, text: text ?? "", isInternational: international,
           isCompressed: chunk.compression == 0 || chunk.compression == 2,
           language: chunk.language.map { String(cString: $0) } ?? "",
           translatedKeyword: chunk.translated_keyword.map { String(cString: $0) } ?? ""))
