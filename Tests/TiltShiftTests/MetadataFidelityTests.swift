@@ -37,6 +37,15 @@ import Testing
     PhotoFixtures.jpegMarkers(jpeg).filter { $0.code == 0xFE }.map(\.payload)
   }
 
+  // MARK: 2. Comment keywords in any case
+
+  @Test(arguments: ["comment", "COMMENT", "Comment"])
+  func aCommentInAnyCaseBecomesACOMMarker(keyword: String) throws {
+    let png = CodecReviewTests.png([Self.textChunk("tEXt", keyword, "shot from the pier")])
+    let jpeg = try ImageEncoder(format: .jpeg).encode(try ImageDecoder().decode(png))
+    #expect(Self.comments(jpeg) == [Array("shot from the pier".utf8)])
+  }
+
   // MARK: 5. Latin-1 keywords and text
 
   /// Keywords may hold 161...255 besides printable ASCII (160, no-break space, is not allowed in a keyword).

@@ -132,8 +132,11 @@ extension ImageMetadata {
         offset = end
       }
     }
-    // COM comments go back as the bytes they were read as (Latin-1 stays Latin-1); PNG `Comment` text as UTF-8.
-    for comment in commentBytes + text.filter({ $0.keyword == "Comment" }).map({ Array($0.text.utf8) }) {
+    // COM comments go back as the bytes they were read as (Latin-1 stays Latin-1). PNG comment text (keyword
+    // `Comment` in any case: `comment`, `COMMENT`) goes as UTF-8, whatever chunk it came from: COM names no
+    // encoding, UTF-8 holds every character, and a reader takes valid UTF-8 as UTF-8 (as this one does).
+    let pngComments = text.filter { Self.isPNGCommentKeyword($0.keyword) }.map { Array($0.text.utf8) }
+    for comment in commentBytes + pngComments {
       markers.append((Self.com, Array(comment.prefix(Self.jpegMarkerPayload))))
     }
     return markers
@@ -166,6 +169,10 @@ extension ImageMetadata {
   static func bigEndian(_ value: Int) -> [UInt8] {
     [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
   }
+
+  /// Whether a PNG text keyword names a comment: `Comment` in any case (PNG keywords are case-sensitive, but
+  /// writers spell this one `comment` too, and it means the same).
+  static func isPNGCommentKeyword(_ keyword: String) -> Bool { keyword.lowercased() == "comment" }
 
   /// UTF-8 when the bytes are valid UTF-8, else Latin-1 (JPEG comments name no encoding).
   static func string(fromUnknownEncoding bytes: [UInt8]) -> String {

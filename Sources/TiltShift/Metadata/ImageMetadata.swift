@@ -129,8 +129,8 @@ public struct ImageMetadata: Sendable, Equatable {
   }
   /// The COM comments as the file held them (a Latin-1 `Café` stays `43 61 66 E9`): what JPEG output writes.
   var commentBytes: [[UInt8]]
-  /// PNG text chunks other than XMP and raw profiles (JPEG output keeps `Comment` entries as COM markers).
-  /// Keywords, and the text of `tEXt`/`zTXt`, are Latin-1 in the file; `iTXt` text is UTF-8.
+  /// PNG text chunks other than XMP and raw profiles (JPEG output keeps `Comment` entries, in any case, as COM
+  /// markers). Keywords, and the text of `tEXt`/`zTXt`, are Latin-1 in the file; `iTXt` text is UTF-8.
   public var text: [TextEntry]
   /// PNG `gAMA`: the image gamma × 100000.
   public var gamma: Int?
