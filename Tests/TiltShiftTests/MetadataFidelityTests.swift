@@ -46,6 +46,34 @@ import Testing
     #expect(Self.comments(jpeg) == [Array("shot from the pier".utf8)])
   }
 
+  // MARK: 3. Comments over one COM marker
+
+  @Test func aLongCommentTakesSeveralCOMMarkersAndComesBackWhole() throws {
+    let long = (0..<150_000).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+    let png = CodecReviewTests.png([Self.textChunk("tEXt", keyword: Array("Comment".utf8), text: long)])
+    let jpeg = try ImageEncoder(format: .jpeg).encode(try ImageDecoder().decode(png))
+    let segments = Self.comments(jpeg)
+    #expect(segments.map(\.count) == [65533, 65533, 150_000 - 2 * 65533])
+    #expect(segments.flatMap { $0 } == long)
+    // JPEG to JPEG and JPEG to PNG: one comment.
+    let image = try ImageDecoder().decode(jpeg)
+    #expect(image.metadata.commentBytes == [long])
+    let again = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.comments(again) == segments)
+    let back = try ImageDecoder().decode(try ImageEncoder(format: .png).encode(image))
+    #expect(
+      back.metadata.text == [ImageMetadata.TextEntry(keyword: "Comment", text: String(decoding: long, as: UTF8.self))])
+  }
+
+  @Test func aCommentThatFillsItsLastMarkerIsNotJoinedToTheNext() throws {
+    let full = [UInt8](repeating: UInt8(ascii: "x"), count: 65533)
+    var image = try ImageDecoder().decode(try CodecReviewTests.jpeg(comments: []))
+    image.metadata.comments = [String(decoding: full, as: UTF8.self), "next", ""]
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.comments(jpeg) == [full, [], Array("next".utf8), []])
+    #expect(try ImageDecoder().decode(jpeg).metadata.commentBytes == [full, Array("next".utf8), []])
+  }
+
   // MARK: 5. Latin-1 keywords and text
 
   /// Keywords may hold 161...255 besides printable ASCII (160, no-break space, is not allowed in a keyword).

@@ -15,7 +15,8 @@ extension ImageMetadata {
   /// The metadata held by a JPEG's saved markers (`code`, payload) in file order, and its JFIF density.
   ///
   /// ICC segments are put back in sequence order; extended XMP chunks by their offsets (chunks of another
-  /// GUID than the main packet names are ignored). Malformed segments are skipped, never fatal.
+  /// GUID than the main packet names are ignored); a full COM segment (65,533 bytes) and the COM segments after
+  /// it are one comment (see ``jpegMarkers()``). Malformed segments are skipped, never fatal.
   init(jpegMarkers markers: [(code: Int, bytes: [UInt8])], density: PixelDensity?) {
     self.init()
     self.density = density
@@ -29,7 +30,11 @@ extension ImageMetadata {
       marker.code == Self.app1 && marker.bytes.starts(with: Self.jpegExtendedXMPHeader)
         ? sum + max(0, marker.bytes.count - Self.jpegExtendedXMPHeader.count - 40) : sum
     }
+    // Whether the last marker was a full COM, which the next COM continues (see jpegMarkers()).
+    var commentGoesOn = false
     for (code, bytes) in markers {
+      let continuesComment = commentGoesOn && code == Self.com
+      commentGoesOn = false
       switch code {
       case Self.app1 where bytes.starts(with: Self.jpegEXIFHeader):
         if exif == nil { exif = bytes }
@@ -55,7 +60,12 @@ extension ImageMetadata {
       case Self.app13 where bytes.starts(with: Self.jpegIPTCHeader):
         iptcParts += bytes.dropFirst(Self.jpegIPTCHeader.count)
       case Self.com:
-        commentBytes.append(bytes)
+        if continuesComment {
+          commentBytes[commentBytes.count - 1] += bytes
+        } else {
+          commentBytes.append(bytes)
+        }
+        commentGoesOn = bytes.count == Self.jpegMarkerPayload
       default:
         continue
       }
@@ -73,7 +83,8 @@ extension ImageMetadata {
   /// The markers a JPEG carries this metadata in, in the order they are written after SOI.
   ///
   /// Throws when the EXIF block is over one marker (65,533 bytes); an XMP packet over one marker is split
-  /// into a main packet and extended XMP; an ICC profile takes as many APP2 segments as it needs.
+  /// into a main packet and extended XMP; an ICC profile takes as many APP2 segments as it needs, and so does a
+  /// comment (COM).
   func jpegMarkers() throws(ImageError) -> [(code: Int, bytes: [UInt8])] {
     var markers: [(code: Int, bytes: [UInt8])] = []
     if let exif, !exif.isEmpty {
@@ -137,7 +148,16 @@ extension ImageMetadata {
     // encoding, UTF-8 holds every character, and a reader takes valid UTF-8 as UTF-8 (as this one does).
     let pngComments = text.filter { Self.isPNGCommentKeyword($0.keyword) }.map { Array($0.text.utf8) }
     for comment in commentBytes + pngComments {
-      markers.append((Self.com, Array(comment.prefix(Self.jpegMarkerPayload))))
+      // One COM holds 65,533 bytes: a longer comment goes on in the next ones, all full but the last, and a
+      // full COM is read as continued by the COM after it. So a comment that fills its last COM exactly is
+      // ended by an empty one, lest a following comment be joined to it.
+      var offset = 0
+      repeat {
+        let end = min(comment.count, offset + Self.jpegMarkerPayload)
+        markers.append((Self.com, Array(comment[offset..<end])))
+        offset = end
+      } while offset < comment.count
+      if !comment.isEmpty, comment.count % Self.jpegMarkerPayload == 0 { markers.append((Self.com, [])) }
     }
     return markers
   }
