@@ -37,6 +37,117 @@ import Testing
     PhotoFixtures.jpegMarkers(jpeg).filter { $0.code == 0xFE }.map(\.payload)
   }
 
+  // MARK: 1. ImageMagick's and exiv2's raw EXIF and XMP profiles
+
+  @Test(arguments: ["tEXt", "zTXt", "iTXt"], ["Raw profile type exif", "Raw profile type APP1"])
+  func aRawEXIFProfileBecomesTheJPEGsEXIF(type: String, keyword: String) throws {
+    // ImageMagick writes the block with its `Exif\0\0` prefix, as APP1 holds it; it was kept as PNG text only.
+    let exif = PhotoFixtures.exif(size: 200, orientation: 6)
+    let png = CodecReviewTests.png([Self.textChunk(type, keyword, ImageMetadata.rawProfileText("exif", exif))])
+    let (image, warnings) = try Self.decode(png)
+    #expect(warnings.isEmpty)
+    #expect(image.metadata.exif == exif)
+    #expect(image.metadata.text.isEmpty, "read as EXIF, not kept as text as well")
+    #expect(image.orientation == 6)
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.app1(jpeg, ImageMetadata.jpegEXIFHeader) == [exif])
+    // PNG output carries it in the standard chunk.
+    let back = try ImageDecoder().decode(try ImageEncoder(format: .png).encode(image))
+    #expect(back.metadata.exif == exif)
+  }
+
+  @Test func aRawProfileOfABareTIFFStructureGetsTheEXIFPrefix() throws {
+    let tiff = Array(PhotoFixtures.exif(size: 120, orientation: 3).dropFirst(6))
+    let png = CodecReviewTests.png([
+      Self.textChunk("zTXt", "Raw profile type exif", ImageMetadata.rawProfileText("exif", tiff))
+    ])
+    let image = try ImageDecoder().decode(png)
+    #expect(image.metadata.exif == ImageMetadata.jpegEXIFHeader + tiff)
+    #expect(image.orientation == 3)
+  }
+
+  @Test(arguments: ["tEXt", "zTXt", "iTXt"])
+  func aRawXMPProfileBecomesTheJPEGsXMP(type: String) throws {
+    let xmp = PhotoFixtures.xmp(title: "Raw harbour")
+    let png = CodecReviewTests.png([
+      Self.textChunk(type, "Raw profile type xmp", ImageMetadata.rawProfileText("xmp", xmp))
+    ])
+    let (image, warnings) = try Self.decode(png)
+    #expect(warnings.isEmpty)
+    #expect(image.metadata.xmp == xmp)
+    #expect(image.metadata.text.isEmpty)
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    #expect(Self.app1(jpeg, ImageMetadata.jpegXMPHeader) == [ImageMetadata.jpegXMPHeader + xmp])
+  }
+
+  @Test func anAPP1ProfileHoldingXMPBecomesTheXMP() throws {
+    let xmp = PhotoFixtures.xmp(title: "APP1 harbour")
+    let text = ImageMetadata.rawProfileText("APP1", ImageMetadata.jpegXMPHeader + xmp)
+    let image = try ImageDecoder().decode(CodecReviewTests.png([Self.textChunk("zTXt", "Raw profile type APP1", text)]))
+    #expect(image.metadata.xmp == xmp && image.metadata.exif == nil)
+  }
+
+  @Test func theStandardChunksWinOverRawProfilesWhateverTheOrder() throws {
+    // eXIf and iTXt `XML:com.adobe.xmp` are what the PNG specification names; the raw profiles stay text.
+    let standardEXIF = PhotoFixtures.exif(size: 100, orientation: 8)
+    let rawEXIF = PhotoFixtures.exif(size: 140, orientation: 6)
+    let standardXMP = PhotoFixtures.xmp(title: "Standard")
+    let rawXMP = PhotoFixtures.xmp(title: "Raw")
+    let rawEXIFChunk = Self.textChunk("zTXt", "Raw profile type exif", ImageMetadata.rawProfileText("exif", rawEXIF))
+    let rawXMPChunk = Self.textChunk("zTXt", "Raw profile type xmp", ImageMetadata.rawProfileText("xmp", rawXMP))
+    let png = CodecReviewTests.png([
+      rawEXIFChunk, rawXMPChunk, ("eXIf", Array(standardEXIF.dropFirst(6))),
+      Self.textChunk("iTXt", keyword: Array("XML:com.adobe.xmp".utf8), text: standardXMP),
+    ])
+    let (image, warnings) = try Self.decode(png)
+    #expect(warnings.isEmpty)
+    #expect(image.metadata.exif == standardEXIF)
+    #expect(image.metadata.xmp == standardXMP)
+    #expect(image.metadata.text.map(\.keyword) == ["Raw profile type exif", "Raw profile type xmp"])
+    // PNG to PNG: both forms still there.
+    let chunks = CodecReviewTests.pngChunks(try ImageEncoder(format: .png).encode(image))
+    #expect(chunks.contains { $0.type == "zTXt" && $0.data.starts(with: Array("Raw profile type exif".utf8) + [0]) })
+    #expect(chunks.contains { $0.type == "zTXt" && $0.data.starts(with: Array("Raw profile type xmp".utf8) + [0]) })
+  }
+
+  @Test(arguments: [
+    ("\nexif\n     999\n45786966000049492a00\n", "declares 999 bytes"),
+    ("\nexif\n       9\n45786966000049492a0\n", "declares 9 bytes, its hex holds 19 digits"),
+    ("\nexif\n       8\n45786966zz0049492a00\n", "'z' is not a hex digit"),
+    ("\nexif\n      10\n45786966000049492a00ff\n", "declares 10 bytes, its hex holds 22 digits"),
+    ("\nexif\n       4\n01020304\n", "no TIFF header"),
+    ("exif", "no name and length lines"),
+  ])
+  func aMalformedRawProfileStaysTextAndIsReported(text: String, problem: String) throws {
+    // Bad hex was skipped: `45786966zz00...` read as other bytes than the writer meant, made into EXIF.
+    let chunk = Self.textChunk("tEXt", "Raw profile type exif", text)
+    let (image, warnings) = try Self.decode(CodecReviewTests.png([chunk]))
+    #expect(image.metadata.exif == nil)
+    #expect(image.metadata.text == [ImageMetadata.TextEntry(keyword: "Raw profile type exif", text: text)])
+    #expect(warnings.count == 1)
+    #expect(warnings.first?.contains("\"Raw profile type exif\"") == true)
+    #expect(warnings.first?.contains(problem) == true, "\(warnings)")
+    // PNG to PNG: the chunk as it came.
+    let chunks = CodecReviewTests.pngChunks(try ImageEncoder(format: .png).encode(image))
+    #expect(chunks.contains { $0.type == "tEXt" && $0.data == chunk.1 })
+  }
+
+  @Test func hexWithOtherCharactersInItIsNotReadAsIPTCEither() throws {
+    // The stray characters were skipped: `0102zz0304` gave four bytes, as declared, and became IPTC.
+    let text = "\n8bim\n       4\n0102zz0304\n"
+    let image = try ImageDecoder().decode(CodecReviewTests.png([Self.textChunk("zTXt", "Raw profile type 8bim", text)]))
+    #expect(image.metadata.iptc == nil)
+    #expect(image.metadata.text.map(\.text) == [text])
+  }
+
+  @Test func aRawXMPProfileThatIsNotUTF8StaysTextAndIsReported() throws {
+    let text = ImageMetadata.rawProfileText("xmp", [0x3C, 0xFF, 0xFE, 0x3E])
+    let (image, warnings) = try Self.decode(
+      CodecReviewTests.png([Self.textChunk("tEXt", "Raw profile type xmp", text)]))
+    #expect(image.metadata.xmp == nil && image.metadata.text.count == 1)
+    #expect(warnings.count == 1 && warnings.first?.contains("UTF-8") == true)
+  }
+
   // MARK: 2. Comment keywords in any case
 
   @Test(arguments: ["comment", "COMMENT", "Comment"])

@@ -294,7 +294,8 @@ public struct ImageDecoder: Sendable {
     return latin1(UnsafeRawBufferPointer(start: cString, count: count))
   }
 
-  /// The PNG's metadata; an `iTXt` chunk whose text is not UTF-8 adds a line to `warnings`.
+  /// The PNG's metadata; a text chunk that cannot be read as its type or keyword says (an `iTXt` whose text is
+  /// not UTF-8, a raw profile that is not one) adds a line to `warnings`.
   private func pngMetadata(_ decoder: OpaquePointer, warnings: inout [String]) -> ImageMetadata {
     var metadata = ImageMetadata()
     var length = 0
@@ -331,7 +332,7 @@ public struct ImageDecoder: Sendable {
           language: chunk.language.map { String(cString: $0) } ?? "",
           translatedKeyword: chunk.translated_keyword.map { String(cString: $0) } ?? ""))
     }
-    metadata.absorbPNGText(entries)
+    metadata.absorbPNGText(entries, problems: &warnings)
     var colour = spindle_png_colour()
     spindle_png_decoder_colour(decoder, &colour)
     if colour.has_gamma != 0 { metadata.gamma = Int(colour.gamma) }

@@ -8,13 +8,26 @@ extension ImageMetadata {
   /// resource, alone) give IPTC in a PNG text chunk.
   static let pngIIMKeyword = "Raw profile type iptc"
 
-  /// Sorts decoded text chunks: XMP and raw IPTC go to their own fields, the rest stays text.
+  /// ImageMagick's and exiv2's names for an EXIF block in a PNG text chunk (`APP1` is the older one).
+  static let pngRawEXIFKeywords = ["Raw profile type exif", "Raw profile type APP1"]
+  /// ImageMagick's and exiv2's name for an XMP packet in a PNG text chunk.
+  static let pngRawXMPKeyword = "Raw profile type xmp"
+
+  /// Sorts decoded text chunks: XMP, EXIF and IPTC go to their own fields, the rest stays text.
   ///
   /// A `Raw profile type 8bim` is preferred: it holds every Photoshop resource. Without one, the IPTC of a
   /// `Raw profile type iptc` is read (see ``iptcResources(fromIPTCProfile:)``) and its text kept to write back.
-  mutating func absorbPNGText(_ entries: [TextEntry]) {
+  ///
+  /// A `Raw profile type exif` (or `APP1`) gives the EXIF block and a `Raw profile type xmp` the XMP packet, unless
+  /// the file has the standard form too: an `eXIf` chunk (read before this) and an `iTXt` `XML:com.adobe.xmp`
+  /// win whatever the chunk order, as the PNG specification names them, and the raw profile then stays text (so PNG
+  /// output still carries it). A raw profile that cannot be read — its length is not that of its hex, it holds
+  /// something other than hex digits, or its bytes are not EXIF or UTF-8 XMP — is never made into metadata: it
+  /// stays text, written back to a PNG as it came, and a line in `problems` says what was wrong and where.
+  mutating func absorbPNGText(_ entries: [TextEntry], problems: inout [String]) {
     let resources = entries.firstIndex { $0.keyword == Self.pngIPTCKeyword && Self.rawProfileBytes($0.text) != nil }
     let iim = resources == nil ? entries.firstIndex { Self.iptcResources(fromIIMText: $0) != nil } : nil
+    let hasStandardXMP = entries.contains { $0.keyword == Self.pngXMPKeyword }
     for (index, entry) in entries.enumerated() {
       if entry.keyword == Self.pngXMPKeyword, xmp == nil {
         xmp = Array(entry.text.utf8)
@@ -23,10 +36,44 @@ extension ImageMetadata {
       } else if index == iim, let bytes = Self.iptcResources(fromIIMText: entry) {
         iptc = bytes
         pngIPTCText = entry
+      } else if Self.pngRawEXIFKeywords.contains(entry.keyword) || entry.keyword == Self.pngRawXMPKeyword {
+        if !absorbRawProfile(entry, hasStandardXMP: hasStandardXMP, problems: &problems) { text.append(entry) }
       } else {
         text.append(entry)
       }
     }
+  }
+
+  /// Reads a `Raw profile type exif`, `APP1` or `xmp` entry into ``exif`` or ``xmp``; false when it stays text.
+  private mutating func absorbRawProfile(_ entry: TextEntry, hasStandardXMP: Bool, problems: inout [String]) -> Bool {
+    let bytes: [UInt8]
+    switch Self.decodeRawProfile(entry.text) {
+    case .failure(let problem):
+      problems.append("PNG text chunk \"\(entry.keyword)\" is not a readable raw profile (\(problem)); kept as text")
+      return false
+    case .success(let decoded): bytes = decoded
+    }
+    let tiff = bytes.starts(with: [0x4D, 0x4D, 0, 42]) || bytes.starts(with: [0x49, 0x49, 42, 0])
+    if entry.keyword != Self.pngRawXMPKeyword, bytes.starts(with: Self.jpegEXIFHeader) || tiff {
+      // ImageMagick's EXIF starts with `Exif\0\0`, as in APP1; a bare TIFF structure gets the prefix.
+      guard exif == nil else { return false }
+      exif = tiff ? Self.jpegEXIFHeader + bytes : bytes
+      return true
+    }
+    // An `APP1` profile may hold XMP instead, with its APP1 namespace header; an `xmp` one is the bare packet.
+    let isAPP1XMP = entry.keyword == "Raw profile type APP1" && bytes.starts(with: Self.jpegXMPHeader)
+    if entry.keyword == Self.pngRawXMPKeyword || isAPP1XMP {
+      let packet = isAPP1XMP ? Array(bytes.dropFirst(Self.jpegXMPHeader.count)) : bytes
+      guard String(validating: packet, as: UTF8.self) != nil, !packet.isEmpty else {
+        problems.append("PNG text chunk \"\(entry.keyword)\" does not hold a UTF-8 XMP packet; kept as text")
+        return false
+      }
+      guard xmp == nil, !hasStandardXMP else { return false }
+      xmp = packet
+      return true
+    }
+    problems.append("PNG text chunk \"\(entry.keyword)\" does not hold an EXIF block (no TIFF header); kept as text")
+    return false
   }
 
   /// The Photoshop image resources a `Raw profile type iptc` text entry holds, or nil when it is not one.
@@ -97,22 +144,41 @@ extension ImageMetadata {
   }
 
   /// The bytes of a raw profile text, or nil when it is not one.
-  static func rawProfileBytes(_ text: String) -> [UInt8]? {
+  static func rawProfileBytes(_ text: String) -> [UInt8]? { try? decodeRawProfile(text).get() }
+
+  /// What a raw profile's text is not, in words.
+  struct RawProfileProblem: Error, CustomStringConvertible {
+    let description: String
+  }
+
+  /// The bytes of a raw profile text (`\n<name>\n<length>\n<hex, in lines>`), or what is wrong with it.
+  ///
+  /// Only hex digits and white space may follow the length, in pairs, and there must be exactly as many pairs
+  /// as the length says: anything else would make up bytes the writer never meant.
+  static func decodeRawProfile(_ text: String) -> Result<[UInt8], RawProfileProblem> {
     let lines = text.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: true)
+    guard lines.count == 3, let length = Int(lines[1].trimmingWhitespace()), length >= 0 else {
+      return .failure(RawProfileProblem(description: "no name and length lines"))
+    }
     // The declared length is checked against the hex that is there before anything is reserved.
-    guard lines.count == 3, let length = Int(lines[1].trimmingWhitespace()), length >= 0,
-      length <= lines[2].utf8.count / 2
-    else { return nil }
+    guard length <= lines[2].utf8.count / 2 else {
+      return .failure(
+        RawProfileProblem(description: "declares \(length) bytes, its \(lines[2].utf8.count) characters hold fewer"))
+    }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(length)
     var high: UInt8?
-    for character in lines[2].utf8 {
+    for scalar in lines[2].unicodeScalars {
+      let character = scalar.isASCII ? UInt8(scalar.value) : 0
       let value: UInt8
       switch character {
       case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0")
       case UInt8(ascii: "a")...UInt8(ascii: "f"): value = character - UInt8(ascii: "a") + 10
       case UInt8(ascii: "A")...UInt8(ascii: "F"): value = character - UInt8(ascii: "A") + 10
-      default: continue
+      case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"): continue
+      default:
+        let problem = "after \(bytes.count) of its \(length) bytes, '\(scalar)' is not a hex digit"
+        return .failure(RawProfileProblem(description: problem))
       }
       if let first = high {
         bytes.append(first << 4 | value)
@@ -121,7 +187,11 @@ extension ImageMetadata {
         high = value
       }
     }
-    return bytes.count == length ? bytes : nil
+    guard high == nil, bytes.count == length else {
+      let digits = bytes.count * 2 + (high == nil ? 0 : 1)
+      return .failure(RawProfileProblem(description: "declares \(length) bytes, its hex holds \(digits) digits"))
+    }
+    return .success(bytes)
   }
 
   static func isLatin1(_ text: String) -> Bool { text.unicodeScalars.allSatisfy { $0.value <= 0xFF && $0.value != 0 } }

@@ -90,9 +90,11 @@ public struct ImageMetadata: Sendable, Equatable {
 
   /// The colour profile (JPEG APP2 `ICC_PROFILE`, PNG `iCCP`).
   public var iccProfile: ICCProfile?
-  /// The EXIF block, starting with `Exif\0\0` then the TIFF structure (JPEG APP1; PNG `eXIf` without the prefix).
+  /// The EXIF block, starting with `Exif\0\0` then the TIFF structure (JPEG APP1; PNG `eXIf` without the prefix,
+  /// or a `Raw profile type exif` or `APP1` text).
   public var exif: [UInt8]?
-  /// The XMP packet, UTF-8 (JPEG APP1 `http://ns.adobe.com/xap/1.0/`, PNG `iTXt` `XML:com.adobe.xmp`).
+  /// The XMP packet, UTF-8 (JPEG APP1 `http://ns.adobe.com/xap/1.0/`, PNG `iTXt` `XML:com.adobe.xmp`, or a
+  /// `Raw profile type xmp` text).
   public var xmp: [UInt8]?
   /// A JPEG's extended XMP, reassembled from its APP1 segments (the part that did not fit in one marker).
   public var extendedXMP: [UInt8]?
