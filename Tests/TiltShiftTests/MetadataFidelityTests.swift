@@ -185,6 +185,83 @@ import Testing
     #expect(try ImageDecoder().decode(jpeg).metadata.commentBytes == [full, Array("next".utf8), []])
   }
 
+  // MARK: 4. Orientation known only from XMP, beside an EXIF block without one
+
+  /// A big- or little-endian EXIF block whose IFD0 holds Make and Model, and an orientation only when given.
+  static func exifWithoutOrientation(littleEndian: Bool, orientationValue: UInt8? = nil) -> [UInt8] {
+    func u16(_ value: Int) -> [UInt8] {
+      littleEndian ? [UInt8(value & 0xFF), UInt8(value >> 8)] : [UInt8(value >> 8), UInt8(value & 0xFF)]
+    }
+    func u32(_ value: Int) -> [UInt8] {
+      littleEndian ? u16(value & 0xFFFF) + u16(value >> 16) : u16(value >> 16) + u16(value & 0xFFFF)
+    }
+    // Make and Model, ASCII; Model's text is at an offset after IFD0, so a moved IFD would break it.
+    let count = orientationValue == nil ? 2 : 3
+    var entries: [[UInt8]] = [
+      u16(0x010F) + u16(2) + u32(4) + Array("Can".utf8) + [0],
+      u16(0x0110) + u16(2) + u32(6) + u32(8 + 2 + count * 12 + 4),
+    ]
+    if let orientationValue { entries.append(u16(0x0112) + u16(3) + u32(1) + u16(Int(orientationValue)) + [0, 0]) }
+    return Array("Exif".utf8) + [0, 0] + (littleEndian ? [0x49, 0x49, 42, 0] : [0x4D, 0x4D, 0, 42]) + u32(8)
+      + u16(entries.count) + entries.flatMap { $0 } + u32(0) + Array("EOS R".utf8) + [0]
+  }
+
+  /// IFD0's (tag, value field) pairs of an EXIF block, read plainly.
+  static func ifd0(_ exif: [UInt8]) -> [(tag: Int, value: [UInt8])] {
+    let little = exif[6] == 0x49
+    func u16(_ at: Int) -> Int {
+      little ? Int(exif[at]) | Int(exif[at + 1]) << 8 : Int(exif[at]) << 8 | Int(exif[at + 1])
+    }
+    let ifd = 6 + (little ? u16(12) << 16 | u16(10) : u16(10) << 16 | u16(12))
+    return (0..<u16(ifd)).map { index in
+      let entry = ifd + 2 + index * 12
+      return (u16(entry), Array(exif[entry + 8..<entry + 12]))
+    }
+  }
+
+  @Test(arguments: [false, true])
+  func anXMPOrientationIsAddedToAnEXIFBlockThatHasNone(littleEndian: Bool) throws {
+    // Only a missing EXIF block got the XMP orientation; one without the tag was written as it was, so JPEG
+    // viewers (EXIF only) showed the photo unturned while the filter had laid the band out turned.
+    let exif = Self.exifWithoutOrientation(littleEndian: littleEndian)
+    let png = CodecReviewTests.png([
+      ("eXIf", Array(exif.dropFirst(6))),
+      Self.textChunk("iTXt", keyword: Array("XML:com.adobe.xmp".utf8), text: PhotoFixtures.xmp(orientation: 6)),
+    ])
+    let image = try ImageDecoder().decode(png)
+    #expect(image.orientation == 6 && image.exifOrientation == nil)
+    let jpeg = try ImageEncoder(format: .jpeg).encode(image)
+    let written = try #require(Self.app1(jpeg, ImageMetadata.jpegEXIFHeader).first)
+    #expect(EXIFReader(written).orientation == 6)
+    // Everything else is still there and still right: the tags in order, the offsets still pointing at the model.
+    let tags = Self.ifd0(written)
+    #expect(tags.map(\.tag) == [0x010F, 0x0110, 0x0112])
+    #expect(written[14..<exif.count] == exif[14...], "after the TIFF header, nothing of the old block moved")
+    let model = try #require(tags.first { $0.tag == 0x0110 }?.value)
+    let offset = 6 + (littleEndian ? model.reversed() : model).reduce(0) { $0 << 8 | Int($1) }
+    #expect(Array(written[offset..<offset + 6]) == Array("EOS R".utf8) + [0])
+    let decoded = try ImageDecoder().decode(jpeg)
+    #expect(decoded.orientation == 6 && decoded.metadata.exif == written)
+  }
+
+  @Test func anXMPOrientationReplacesAnUnreadableEXIFOrientationValue() throws {
+    let exif = Self.exifWithoutOrientation(littleEndian: false, orientationValue: 0)
+    var image = Image(width: 2, height: 1, layout: .gray, pixels: [1, 2])
+    image.metadata.exif = exif
+    image.metadata.xmp = PhotoFixtures.xmp(orientation: 8)
+    let written = try #require(
+      Self.app1(try ImageEncoder(format: .jpeg).encode(image), ImageMetadata.jpegEXIFHeader).first)
+    #expect(EXIFReader(written).orientation == 8 && written.count == exif.count)
+  }
+
+  @Test func anEXIFBlockThatIsNotTIFFIsLeftAsItWas() throws {
+    let exif = ImageMetadata.jpegEXIFHeader + Array("not a TIFF header".utf8)
+    var image = Image(width: 2, height: 1, layout: .gray, pixels: [1, 2])
+    image.metadata.exif = exif
+    image.metadata.xmp = PhotoFixtures.xmp(orientation: 6)
+    #expect(Self.app1(try ImageEncoder(format: .jpeg).encode(image), ImageMetadata.jpegEXIFHeader) == [exif])
+  }
+
   // MARK: 5. Latin-1 keywords and text
 
   /// Keywords may hold 161...255 besides printable ASCII (160, no-break space, is not allowed in a keyword).

@@ -59,9 +59,20 @@ public struct ImageEncoder: Sendable {
     case .jpeg:
       let opaque = image.compositedOn(background)
       var metadata = image.metadata
-      if metadata.exif == nil, image.orientation != 1 {
-        // Orientation known only from XMP: most JPEG viewers read EXIF alone, so say it there too.
-        metadata.exif = EXIFWriter.orientationBlock(image.orientation)
+      if image.orientation != 1, image.exifOrientation == nil {
+        // Orientation known only from XMP: the pixels stay as stored and the tag is carried (as an EXIF one
+        // is), but most JPEG viewers read EXIF alone, so it is said there too: in a new EXIF block, or added to
+        // the one there is. An EXIF block that cannot be read as TIFF, or that the entry would take over one
+        // marker, is left as it was.
+        if let exif = metadata.exif {
+          if let updated = EXIFWriter.setting(orientation: image.orientation, in: exif),
+            updated.count <= ImageMetadata.jpegMarkerPayload
+          {
+            metadata.exif = updated
+          }
+        } else {
+          metadata.exif = EXIFWriter.orientationBlock(image.orientation)
+        }
       }
       if opaque.layout == .rgb, metadata.iccProfile?.colourSpace == "GRAY" {
         // Gray+alpha composited on a coloured background is RGB now: a gray profile no longer describes it.
