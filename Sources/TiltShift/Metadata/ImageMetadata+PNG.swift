@@ -44,12 +44,17 @@ extension ImageMetadata {
     }
   }
 
+  /// What becomes of a raw profile that cannot be read, for the end of its warning.
+  static let keptAsText =
+    "; not read as metadata, kept as text (PNG output writes it back, JPEG output has no place for it)"
+
   /// Reads a `Raw profile type exif`, `APP1` or `xmp` entry into ``exif`` or ``xmp``; false when it stays text.
   private mutating func absorbRawProfile(_ entry: TextEntry, hasStandardXMP: Bool, problems: inout [String]) -> Bool {
     let bytes: [UInt8]
     switch Self.decodeRawProfile(entry.text) {
     case .failure(let problem):
-      problems.append("PNG text chunk \"\(entry.keyword)\" is not a readable raw profile (\(problem)); kept as text")
+      problems.append(
+        "PNG text chunk \"\(entry.keyword)\" is not a readable raw profile (\(problem))\(Self.keptAsText)")
       return false
     case .success(let decoded): bytes = decoded
     }
@@ -65,14 +70,15 @@ extension ImageMetadata {
     if entry.keyword == Self.pngRawXMPKeyword || isAPP1XMP {
       let packet = isAPP1XMP ? Array(bytes.dropFirst(Self.jpegXMPHeader.count)) : bytes
       guard String(validating: packet, as: UTF8.self) != nil, !packet.isEmpty else {
-        problems.append("PNG text chunk \"\(entry.keyword)\" does not hold a UTF-8 XMP packet; kept as text")
+        problems.append("PNG text chunk \"\(entry.keyword)\" does not hold a UTF-8 XMP packet\(Self.keptAsText)")
         return false
       }
       guard xmp == nil, !hasStandardXMP else { return false }
       xmp = packet
       return true
     }
-    problems.append("PNG text chunk \"\(entry.keyword)\" does not hold an EXIF block (no TIFF header); kept as text")
+    problems.append(
+      "PNG text chunk \"\(entry.keyword)\" does not hold an EXIF block (no TIFF header)\(Self.keptAsText)")
     return false
   }
 
