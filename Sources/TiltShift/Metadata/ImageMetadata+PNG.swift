@@ -8,7 +8,7 @@ extension ImageMetadata {
   /// resource, alone) give IPTC in a PNG text chunk.
   static let pngIIMKeyword = "Raw profile type iptc"
 
-  /// ImageMagick's and exiv2's names for an EXIF block in a PNG text chunk (`APP1` is the older one).
+  /// The names ImageMagick and exiv2 give an EXIF block in a PNG text chunk (`APP1` may hold XMP instead).
   static let pngRawEXIFKeywords = ["Raw profile type exif", "Raw profile type APP1"]
   /// ImageMagick's and exiv2's name for an XMP packet in a PNG text chunk.
   static let pngRawXMPKeyword = "Raw profile type xmp"
@@ -19,9 +19,9 @@ extension ImageMetadata {
   /// `Raw profile type iptc` is read (see ``iptcResources(fromIPTCProfile:)``) and its text kept to write back.
   ///
   /// A `Raw profile type exif` (or `APP1`) gives the EXIF block and a `Raw profile type xmp` the XMP packet, unless
-  /// the file has the standard form too: an `eXIf` chunk (read before this) and an `iTXt` `XML:com.adobe.xmp`
-  /// win whatever the chunk order, as the PNG specification names them, and the raw profile then stays text (so PNG
-  /// output still carries it). A raw profile that cannot be read — its length is not that of its hex, it holds
+  /// the file has the standard form too: an `eXIf` chunk (the PNG specification's; read before this) and an `iTXt`
+  /// `XML:com.adobe.xmp` (the XMP specification's) win whatever the chunk order, and the raw profile then stays
+  /// text (so PNG output still carries it). A raw profile that cannot be read — its length is not that of its hex, it holds
   /// something other than hex digits, or its bytes are not EXIF or UTF-8 XMP — is never made into metadata: it
   /// stays text, written back to a PNG as it came, and a line in `problems` says what was wrong and where.
   mutating func absorbPNGText(_ entries: [TextEntry], problems: inout [String]) {
