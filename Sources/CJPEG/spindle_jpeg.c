@@ -27,16 +27,30 @@ typedef struct {
   int stop_on_damage;
   /// Set when the decode was stopped that way, so the longjmp is told from libjpeg's own fatal errors.
   int stopped_on_damage;
+  /// Whether the data ran out (JWRN_JPEG_EOF: libjpeg then reads a made-up end marker), and libjpeg's message.
+  /// Not damage by itself: a file complete but for its end marker says so too, after its last data, or while
+  /// the last row's entropy decoder reads ahead. Damage after it (the entropy decoder found no more bits, a restart
+  /// marker never came) is the truncation; damage with no end of data before it is corrupt data.
+  int eof_seen;
+  char eof_message[JMSG_LENGTH_MAX];
+  /// Whether the damage warning came after the data ran out: the file is cut short, not corrupt where it is.
+  int damage_after_eof;
 } spindle_error_manager;
 
 /// Whether a warning means the decoded pixels are incomplete or wrong (libjpeg pads them with gray).
 static int spindle_is_damage(int code) {
-  return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE ||
-         code == JWRN_ARITH_BAD_CODE || code == JWRN_MUST_RESYNC;
+  return code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE || code == JWRN_ARITH_BAD_CODE ||
+         code == JWRN_MUST_RESYNC;
 }
 
-/// Whether a damage warning means the data ends early (rather than being wrong where it is).
-static int spindle_is_truncation(int code) { return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER; }
+/// Whether the recorded damage means the data ends early (rather than being wrong where it is): the entropy decoder
+/// ran out of bits, or a restart marker was missing, after the file itself ended. JWRN_JPEG_EOF stands for itself
+/// when a check after the decode found pixels missing (see spindle_jpeg_decoder_read_pixels).
+static int spindle_is_truncation(const spindle_error_manager *manager) {
+  if (manager->damage_code == JWRN_JPEG_EOF) return 1;
+  return manager->damage_after_eof &&
+         (manager->damage_code == JWRN_HIT_MARKER || manager->damage_code == JWRN_MUST_RESYNC);
+}
 
 static void spindle_error_exit(j_common_ptr cinfo) {
   spindle_error_manager *manager = (spindle_error_manager *)cinfo->err;
@@ -52,10 +66,15 @@ static void spindle_emit_message(j_common_ptr cinfo, int level) {
       manager->warning_code = manager->base.msg_code;
       manager->base.format_message(cinfo, manager->message);
     }
+    if (manager->base.msg_code == JWRN_JPEG_EOF && !manager->eof_seen) {
+      manager->eof_seen = 1;
+      manager->base.format_message(cinfo, manager->eof_message);
+    }
     // Every warning is looked at, not only the first: a harmless one (extraneous bytes) may come before
-    // the one that says the file ends early.
+    // the one that says pixels are missing.
     if (manager->damage_code < 0 && spindle_is_damage(manager->base.msg_code)) {
       manager->damage_code = manager->base.msg_code;
+      manager->damage_after_eof = manager->eof_seen;
       manager->damage_row = -1;
       if (cinfo->is_decompressor) {
         // A single-scan image is decoded as it is read: rows from the current one on are gray. A multi-scan
@@ -64,7 +83,11 @@ static void spindle_emit_message(j_common_ptr cinfo, int level) {
         if (info->global_state >= 205 /* DSTATE_SCANNING */ && !jpeg_has_multiple_scans(info))
           manager->damage_row = (int)info->output_scanline;
       }
-      manager->base.format_message(cinfo, manager->damage_message);
+      // A truncation says so in the words for it ("Premature end of JPEG file"), not as corrupt data.
+      if (spindle_is_truncation(manager))
+        snprintf(manager->damage_message, sizeof manager->damage_message, "%s", manager->eof_message);
+      else
+        manager->base.format_message(cinfo, manager->damage_message);
       if (manager->stop_on_damage) {
         // Strict: the file is refused whatever comes next, so decoding (and paging in) every padded row of a
         // huge image that ends early would be wasted work. libjpeg allows leaving from a message as from an error.
@@ -91,6 +114,9 @@ static void spindle_install_errors(spindle_error_manager *manager) {
   manager->damage_message[0] = 0;
   manager->stop_on_damage = 0;
   manager->stopped_on_damage = 0;
+  manager->eof_seen = 0;
+  manager->eof_message[0] = 0;
+  manager->damage_after_eof = 0;
 }
 
 /// Progressive JPEGs may hold any number of scans, each a full pass over the image; a hostile file
@@ -113,11 +139,23 @@ struct spindle_jpeg_decoder {
   int *marker_codes;
   uint8_t **marker_data;
   size_t *marker_lengths;
+  /// The components (bit i: component index i) that some scan carried, seen by the progress monitor.
+  unsigned scanned_components;
+  /// After read_pixels: the data ran out only where the end marker (EOI) belongs, every pixel decoded.
+  int end_missing;
   char message[JMSG_LENGTH_MAX + 64];
 };
 
 static void spindle_scan_limit(j_common_ptr cinfo) {
   j_decompress_ptr info = (j_decompress_ptr)cinfo;
+  // Called before each step of reading a multi-scan image: the components of the scan being read.
+  if (info->global_state >= 202 /* DSTATE_READY: decoding, not reading the header */ && info->comps_in_scan > 0) {
+    spindle_jpeg_decoder *decoder = (spindle_jpeg_decoder *)((char *)info - offsetof(spindle_jpeg_decoder, info));
+    for (int i = 0; i < info->comps_in_scan && i < MAX_COMPS_IN_SCAN; i++) {
+      if (info->cur_comp_info[i] != NULL && info->cur_comp_info[i]->component_index < 32)
+        decoder->scanned_components |= 1u << info->cur_comp_info[i]->component_index;
+    }
+  }
   if (info->input_scan_number > SPINDLE_JPEG_MAX_SCANS) {
     spindle_error_manager *manager = (spindle_error_manager *)cinfo->err;
     snprintf(manager->message, sizeof manager->message, "more than %d progressive scans (refused as a decompression bomb)",
@@ -240,6 +278,26 @@ static void spindle_cmyk_to_rgb(const uint8_t *cmyk, uint8_t *rgb, JDIMENSION wi
   }
 }
 
+/// Whether a multi-scan image whose data ran out got every scan it needs: each component in some scan, and for a
+/// progressive image every coefficient of every component to full precision (libjpeg's coef_bits, -1 for a
+/// coefficient never sent, else the precision still missing). A file cut cleanly between two scans looks like one
+/// that lacks only its end marker; this tells them apart. (An encoder may leave coefficients out on purpose; such
+/// a file without its end marker is refused as cut short, as before.)
+static int spindle_scans_complete(const spindle_jpeg_decoder *decoder) {
+  const struct jpeg_decompress_struct *info = &decoder->info;
+  for (int c = 0; c < info->num_components; c++) {
+    if (info->progressive_mode) {
+      if (info->coef_bits == NULL) return 0;
+      for (int k = 0; k < DCTSIZE2; k++) {
+        if (info->coef_bits[c][k] != 0) return 0;
+      }
+    } else if (c >= 32 || !(decoder->scanned_components & (1u << c))) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient) {
   if (decoder->stage != 1) return spindle_fail(decoder, SPINDLE_JPEG_MISUSE, "header not read");
   int channels = decoder->cmyk ? 3 : decoder->info.out_color_space == JCS_GRAYSCALE ? 1 : 3;
@@ -250,7 +308,7 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
   if (setjmp(decoder->errors.jump)) {
     free(scratch);
     if (decoder->errors.stopped_on_damage) {
-      int status = spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+      int status = spindle_is_truncation(&decoder->errors) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
       return spindle_fail(decoder, status, decoder->errors.damage_message);
     }
     return spindle_fail(decoder, SPINDLE_JPEG_CORRUPT, decoder->errors.message);
@@ -258,7 +316,7 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
   // Not lenient: stop at the first damage warning; the rows after it are never decoded (nor written).
   decoder->errors.stop_on_damage = !lenient;
   if (!lenient && decoder->errors.damage_code >= 0) {
-    int status = spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+    int status = spindle_is_truncation(&decoder->errors) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
     return spindle_fail(decoder, status, decoder->errors.damage_message);
   }
   decoder->stage = 2;
@@ -275,15 +333,34 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
   }
   free(scratch);
   scratch = NULL;
+  // Judged before finishing, which frees libjpeg's record of the scans (and may only add an end of data that comes
+  // after the last scan, which loses nothing).
+  int whole_scans = !decoder->info.arith_code &&
+                    (!jpeg_has_multiple_scans(&decoder->info) || spindle_scans_complete(decoder));
   // A file that ends early (or whose entropy data is damaged) only raises a warning in libjpeg, which pads
   // the missing rows with gray. Looking for the end marker may raise it too, so finish before judging.
   if (decoder->errors.damage_code < 0) jpeg_finish_decompress(&decoder->info);
+  if (decoder->errors.damage_code < 0 && decoder->errors.eof_seen) {
+    // The data ran out, yet no row lacked data: a single-scan Huffman image was decoded whole from the file's own
+    // bytes, and only its end marker is missing. Arithmetic decoding pads with zero bits without a warning, and a
+    // multi-scan image may have lost whole scans, so those count as cut short unless every scan is there.
+    if (whole_scans) {
+      decoder->end_missing = 1;
+    } else {
+      decoder->errors.damage_code = JWRN_JPEG_EOF;
+      decoder->errors.damage_row = -1;
+      snprintf(decoder->errors.damage_message, sizeof decoder->errors.damage_message, "%s",
+               decoder->errors.eof_message);
+    }
+  }
   if (decoder->errors.damage_code >= 0) {
     snprintf(decoder->message, sizeof decoder->message, "%s", decoder->errors.damage_message);
     if (!lenient) {
       decoder->stage = -1;
-      return spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+      return spindle_is_truncation(&decoder->errors) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
     }
+  } else if (decoder->end_missing) {
+    snprintf(decoder->message, sizeof decoder->message, "%s", decoder->errors.eof_message);
   }
   decoder->stage = 3;
   return SPINDLE_JPEG_OK;
@@ -292,8 +369,10 @@ int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pix
 int spindle_jpeg_decoder_damage(const spindle_jpeg_decoder *decoder, int *first_row) {
   *first_row = decoder->errors.damage_row;
   if (decoder->errors.damage_code < 0) return 0;
-  return spindle_is_truncation(decoder->errors.damage_code) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
+  return spindle_is_truncation(&decoder->errors) ? SPINDLE_JPEG_TRUNCATED : SPINDLE_JPEG_DAMAGED;
 }
+
+int spindle_jpeg_decoder_end_missing(const spindle_jpeg_decoder *decoder) { return decoder->end_missing; }
 
 int spindle_jpeg_decoder_marker_count(const spindle_jpeg_decoder *decoder) { return decoder->marker_count; }
 

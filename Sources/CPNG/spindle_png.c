@@ -179,7 +179,14 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
     int truncated = strstr(decoder->messages.message, "end of file") != NULL ||
                     strstr(decoder->messages.message, "Not enough image data") != NULL;
     int status = truncated ? SPINDLE_PNG_TRUNCATED : SPINDLE_PNG_CORRUPT;
-    if (pixels_done) {
+    // A checksum of the image data that fails (an IDAT chunk's CRC, zlib's Adler-32) is found at the end of the
+    // data it covers, even after the last row: the damage may be in any row.
+    int checksum = strstr(decoder->messages.message, "IDAT: CRC error") != NULL ||
+                   strstr(decoder->messages.message, "incorrect data check") != NULL;
+    if (checksum) {
+      decoder->damage = status;
+      decoder->damage_row = -1;
+    } else if (pixels_done) {
       // Every row is there; only what follows the image data (text, the end marker) is cut or damaged.
       decoder->damage = status;
       decoder->damage_row = decoder->height;

@@ -20,6 +20,32 @@ import TiltShift
     #expect(lenient.stderr.contains("warning: \(photo.path): the JPEG file ends too early: rows "))
   }
 
+  @Test func aPhotoLackingOnlyItsEndMarkerIsWrittenWithAWarningAndCorruptDataIsNotCalledTruncated() async throws {
+    let root = try CLI.temporaryFolder()
+    let whole = try ImageEncoder(format: .jpeg).encode(SamplePhoto(seed: 5).render(width: 300, height: 200))
+    let noEnd = root.appendingPathComponent("noend.jpg")
+    try Self.write(Array(whole.dropLast(2)), noEnd)
+    let written = try await CLI.run(["tiltshift", noEnd.path, "-o", root.appendingPathComponent("a").path])
+    #expect(written.status == 0, "\(written.stderr)")
+    #expect(
+      written.stderr.contains(
+        "warning: \(noEnd.path): the JPEG file's end marker (EOI) is missing, but every row was decoded"),
+      "\(written.stderr)")
+    // A marker in the middle of the entropy-coded data: corrupt, with libjpeg's words and the row.
+    var marked = whole
+    let sos = try #require(whole.indices.first { whole[$0] == 0xFF && whole[$0 + 1] == 0xDA })
+    let middle = sos + (whole.count - sos) / 2
+    marked.replaceSubrange(middle..<middle + 2, with: [0xFF, 0xD3])
+    let corrupt = root.appendingPathComponent("corrupt.jpg")
+    try Self.write(marked, corrupt)
+    let refused = try await CLI.run(["tiltshift", corrupt.path, "-o", root.appendingPathComponent("b").path])
+    #expect(refused.status == 1)
+    #expect(
+      refused.stderr.contains("corrupt.jpg: corrupt JPEG image data: the decoder found damage in row "),
+      "\(refused.stderr)")
+    #expect(refused.stderr.contains("(libjpeg: Corrupt JPEG data: premature end of data segment)"))
+  }
+
   @Test func refusalsNameTheFlagThatChangesThem() async throws {
     let root = try CLI.temporaryFolder()
     let photo = root.appendingPathComponent("p.png")

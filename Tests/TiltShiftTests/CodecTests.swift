@@ -28,7 +28,7 @@ private func caughtKind(_ body: () throws -> Void) -> ImageError.Kind? {
 private func isCorrupt(_ kind: ImageError.Kind?, _ format: ImageFormat) -> Bool {
   switch kind {
   case .corruptData(format, let message)?, .invalidFile(format, let message)?: !message.isEmpty
-  case .truncated(format, _, _, let message)?: !message.isEmpty
+  case .truncated(format, _, _, let message)?, .damagedData(format, _, _, let message)?: !message.isEmpty
   default: false
   }
 }
@@ -237,7 +237,7 @@ struct CodecTests {
     bomb += [0xFF, 0xD9]
     // A strict decode stops at the first damaged scan; a lenient one goes on past the damage, to the cap.
     let strict = caughtKind { _ = try decoder.decode(bomb) }
-    guard case .corruptData(.jpeg, let damage)? = strict else {
+    guard case .damagedData(.jpeg, _, 8, let damage)? = strict else {
       Issue.record("expected corrupt JPEG data, got \(String(describing: strict))")
       return
     }

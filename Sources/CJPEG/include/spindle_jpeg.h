@@ -45,14 +45,20 @@ int spindle_jpeg_decoder_read_header(spindle_jpeg_decoder *decoder, uint64_t max
                                      int *channels);
 
 /// Decodes all pixels into `pixels` (width*height*channels bytes, rows top to bottom, no padding).
-/// Data that ends early returns SPINDLE_JPEG_TRUNCATED, damaged entropy data SPINDLE_JPEG_DAMAGED, wherever
-/// the warning came, as soon as it comes: the rows from there on are never decoded, and `pixels` keeps whatever
-/// they held. With `lenient` both return OK (gray-padded pixels) and spindle_jpeg_decoder_damage says so.
+/// Data that ends early returns SPINDLE_JPEG_TRUNCATED, damaged entropy data (bad codes, a marker inside the data)
+/// SPINDLE_JPEG_DAMAGED, wherever the warning came, as soon as it comes: the rows from there on are never decoded,
+/// and `pixels` keeps whatever they held. With `lenient` both return OK (gray-padded pixels) and
+/// spindle_jpeg_decoder_damage says so. Data that ends only where its end marker (EOI) belongs, every pixel
+/// decoded from the file's own bytes, returns OK: spindle_jpeg_decoder_end_missing says so.
 int spindle_jpeg_decoder_read_pixels(spindle_jpeg_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient);
 
 /// After read_pixels: 0 when the pixels are whole, else SPINDLE_JPEG_TRUNCATED or SPINDLE_JPEG_DAMAGED with
 /// `first_row` the first output row affected (-1 when unknown: a progressive or multi-scan image).
 int spindle_jpeg_decoder_damage(const spindle_jpeg_decoder *decoder, int *first_row);
+
+/// After read_pixels: 1 when every pixel was decoded but the file lacks its end marker (EOI), else 0.
+/// The message is libjpeg's warning then ("Premature end of JPEG file").
+int spindle_jpeg_decoder_end_missing(const spindle_jpeg_decoder *decoder);
 
 /// The number of saved metadata markers (APP1, APP2, APP13, COM), valid after the header was read.
 int spindle_jpeg_decoder_marker_count(const spindle_jpeg_decoder *decoder);

@@ -71,7 +71,8 @@ int spindle_png_decoder_read_header(spindle_png_decoder *decoder, uint64_t max_p
 int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient);
 
 /// After read_pixels: 0 when the file was whole, else SPINDLE_PNG_TRUNCATED or SPINDLE_PNG_CORRUPT with
-/// `first_row` the first row not decoded (height when every row was, -1 for an interlaced image).
+/// `first_row` the first row not decoded (height when every row was, -1 for an interlaced image or a checksum that
+/// fails while the rows are read: the damage may be in any of them).
 int spindle_png_decoder_damage(const spindle_png_decoder *decoder, int *first_row);
 
 /// The uncompressed ICC profile of an iCCP chunk and its name; NULL when none. Valid until destroy.

@@ -334,7 +334,7 @@ struct TiltShiftCommand: ParsableCommand {
       return " (raise the limit with --max-pixels)"
     case .exceedsMemoryBudget: return " (raise the budget with --memory)"
     case .tooLargeForFormat: return " (write PNG with --format png)"
-    case .truncated, .corruptData: return lenient ? "" : " (--lenient decodes what is there)"
+    case .truncated, .corruptData, .damagedData: return lenient ? "" : " (--lenient decodes what is there)"
     case .metadataTooLarge: return " (write PNG with --format png, or drop metadata with --strip)"
     default: return ""
     }

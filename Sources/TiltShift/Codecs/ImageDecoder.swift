@@ -11,8 +11,9 @@ import CPNG
 /// into ``Image/metadata`` (see ``ImageMetadata``). Codec warnings are never printed.
 ///
 /// Data that ends early, or whose compressed pixels are damaged, is an error that says which rows are
-/// missing — never a silently gray-padded image. With ``isLenient`` it becomes a warning instead (the missing
-/// rows are gray for JPEG, black for PNG), reported through ``decode(_:warnings:)``.
+/// missing or damaged — never a silently gray-padded image. With ``isLenient`` it becomes a warning instead (the
+/// missing rows are gray for JPEG, black for PNG), reported through ``decode(_:warnings:)``. A JPEG that lacks only
+/// its end marker, every row decoded from its own data, decodes with a warning.
 ///
 /// The limit is checked against the header's dimensions before any pixel buffer is allocated, so a
 /// tiny "decompression bomb" costs nothing. Every call is independent: one decoder value can be used
@@ -178,11 +179,20 @@ public struct ImageDecoder: Sendable {
       ? ImageError(
         .truncated(
           format: .jpeg, firstMissingRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
-      : ImageError(.corruptData(format: .jpeg, message: firstRow < 0 ? message : "\(message), from row \(firstRow)"))
+      : ImageError(
+        .damagedData(
+          format: .jpeg, firstDamagedRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
     guard readStatus == Int32(SPINDLE_JPEG_OK) else {
-      return .failure(damage != 0 ? damageError : jpegError(readStatus, message, header: false))
+      let damaged = readStatus == Int32(SPINDLE_JPEG_TRUNCATED) || readStatus == Int32(SPINDLE_JPEG_DAMAGED)
+      return .failure(damaged ? damageError : jpegError(readStatus, message, header: false))
     }
     if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "gray")) }
+    if spindle_jpeg_decoder_end_missing(decoder) != 0 {
+      // Every pixel came from the file's own data; only the two bytes that close it are missing.
+      warnings.append(
+        "the JPEG file's end marker (EOI) is missing, but every row was decoded: the image is whole "
+          + "(libjpeg: \(message))")
+    }
     var markers: [(code: Int, bytes: [UInt8])] = []
     for index in 0..<spindle_jpeg_decoder_marker_count(decoder) {
       var code: Int32 = 0
@@ -270,7 +280,9 @@ public struct ImageDecoder: Sendable {
       ? ImageError(
         .truncated(
           format: .png, firstMissingRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
-      : ImageError(.corruptData(format: .png, message: message))
+      : ImageError(
+        .damagedData(
+          format: .png, firstDamagedRow: firstRow < 0 ? nil : Int(firstRow), height: Int(height), message: message))
     guard readStatus == Int32(SPINDLE_PNG_OK) else {
       return .failure(damage != 0 ? damageError : pngError(readStatus, message, header: false, height: Int(height)))
     }

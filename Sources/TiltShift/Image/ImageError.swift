@@ -20,8 +20,14 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     case emptyFile
     /// The bytes are neither JPEG nor PNG.
     case notAnImage
-    /// The codec rejected the data (corrupt or truncated); `message` is the codec's own wording.
+    /// The codec rejected the data as corrupt; `message` is the codec's own wording.
     case corruptData(format: ImageFormat, message: String)
+    /// The compressed pixels are corrupt where they are (a bad Huffman code, a marker inside the data, a bad
+    /// checksum or zlib stream), not cut short. `firstDamagedRow` is the row the decoder found the damage in (the
+    /// rows after it are not decoded, and rows before it may be wrong too); `height` when every row was decoded but
+    /// the data after them is damaged; nil when unknown (a progressive or interlaced image, a checksum that fails:
+    /// the damage may be anywhere).
+    case damagedData(format: ImageFormat, firstDamagedRow: Int?, height: Int, message: String)
     /// The file's structure (signature, header, chunk layout) is damaged, so no pixel could be read.
     case invalidFile(format: ImageFormat, message: String)
     /// The data ends early. `firstMissingRow` is the first row not decoded: `height` when every row was
@@ -74,7 +80,15 @@ public struct ImageError: Error, CustomStringConvertible, Sendable, Equatable {
     case .emptyFile: what = "empty file"
     case .notAnImage: what = "not a JPEG or PNG image"
     case .corruptData(let format, let message):
-      what = "corrupt or truncated \(format) image data (\(format.codecName): \(message))"
+      what = "corrupt \(format) image data (\(format.codecName): \(message))"
+    case .damagedData(let format, let first, let height, let message):
+      let rows: String
+      switch first {
+      case nil: rows = "the image is damaged"
+      case let first? where first >= height: rows = "every row was decoded, but the data after the pixels is damaged"
+      case let first?: rows = "the decoder found damage in row \(first) of \(height)"
+      }
+      what = "corrupt \(format) image data: \(rows) (\(format.codecName): \(message))"
     case .invalidFile(let format, let message):
       what = "not a readable \(format) file: its structure is damaged (\(format.codecName): \(message))"
     case .truncated(let format, let first, let height, let message):

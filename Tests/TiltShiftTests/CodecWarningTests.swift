@@ -1,0 +1,108 @@
+import SpindleTestSupport
+import Testing
+
+@testable import TiltShift
+
+/// helper-47's adversarial run: a JPEG lacking only its end marker, corrupt data told from truncation, and metadata
+/// a codec left out said so, never dropped silently.
+@Suite(.offThePool) struct CodecWarningTests {
+  let decoder = ImageDecoder()
+
+  func caught(_ body: () throws -> Void) -> ImageError? {
+    do {
+      try body()
+      return nil
+    } catch let error as ImageError {
+      return error
+    } catch {
+      return nil
+    }
+  }
+
+  /// The position of the first `marker` (0xFF `code`) in `jpeg`.
+  func marker(_ code: UInt8, in jpeg: [UInt8]) throws -> Int {
+    try #require(jpeg.indices.dropLast().first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == code })
+  }
+
+  // MARK: A JPEG without its end marker
+
+  @Test(arguments: [false, true])
+  func aJPEGLackingOnlyItsEndMarkerDecodesWholeWithAWarning(progressive: Bool) throws {
+    // 200 rows: the last iMCU row starts at 192, where libjpeg's read-ahead meets the end of the data.
+    let image = TestImages.picture(width: 300, height: 200, layout: .gray)
+    let jpeg = try ImageEncoder(format: .jpeg, jpegProgressive: progressive).encode(image)
+    let whole = try decoder.decode(jpeg)
+    var warnings: [String] = []
+    let noEnd = try decoder.decode(Array(jpeg.dropLast(2)), warnings: &warnings)
+    #expect(noEnd.pixels == whole.pixels, "every pixel is the file's own")
+    #expect(warnings.count == 1, "\(warnings)")
+    #expect(warnings.first?.hasPrefix("the JPEG file's end marker (EOI) is missing, but every row was decoded") == true)
+  }
+
+  @Test func aJPEGCutShortIsStillRefusedNamingTheRows() throws {
+    let jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 300, height: 200, layout: .gray))
+    for cut in [3, 40, jpeg.count / 2] {
+      let error = try #require(caught { _ = try decoder.decode(Array(jpeg.dropLast(cut))) }, "cut \(cut)")
+      guard case .truncated(.jpeg, let first?, 200, "Premature end of JPEG file") = error.kind else {
+        Issue.record("cut \(cut): expected a truncated JPEG, got \(error.kind)")
+        continue
+      }
+      #expect(first < 200, "cut \(cut): rows are missing")
+      #expect(error.description.contains("rows \(first)–199 of 200 are missing"), "\(error)")
+    }
+  }
+
+  @Test func aProgressiveJPEGCutBetweenTwoScansIsRefused() throws {
+    let jpeg = try ImageEncoder(format: .jpeg, jpegProgressive: true).encode(
+      TestImages.picture(width: 64, height: 64, layout: .rgb))
+    // Cut right before the last scan: every scan read is whole, as in a file lacking only its end marker.
+    let lastScan = try #require(jpeg.indices.dropLast().last { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDA })
+    let error = caught { _ = try decoder.decode(Array(jpeg[..<lastScan])) }
+    #expect(
+      error?.kind == .truncated(format: .jpeg, firstMissingRow: nil, height: 64, message: "Premature end of JPEG file"))
+  }
+
+  // MARK: Corrupt data is not truncation
+
+  @Test func corruptJPEGDataIsReportedAsCorruptWithLibjpegsMessageAndTheRow() throws {
+    let jpeg = try ImageEncoder(format: .jpeg).encode(TestImages.picture(width: 64, height: 64, layout: .rgb))
+    let sos = try marker(0xDA, in: jpeg)
+    // A marker in the middle of the entropy-coded data: the scan's data ends there, though the file goes on.
+    var marked = jpeg
+    let middle = sos + (jpeg.count - sos) / 2
+    marked.replaceSubrange(middle..<middle + 2, with: [0xFF, 0xD0 + 3])
+    // Bytes overwritten in the middle of the entropy-coded data: 32 one bits, which no Huffman code is.
+    var overwritten = jpeg
+    overwritten.replaceSubrange(middle..<middle + 8, with: [0xFF, 0, 0xFF, 0, 0xFF, 0, 0xFF, 0])
+    for (name, bytes) in [("marker", marked), ("overwritten", overwritten)] {
+      let error = try #require(caught { _ = try decoder.decode(bytes) }, "\(name)")
+      let text = error.description
+      #expect(text.hasPrefix("corrupt JPEG image data: the decoder found damage in row "), "\(name): \(text)")
+      #expect(text.contains("(libjpeg: Corrupt JPEG data"), "\(name): \(text)")
+      #expect(!text.contains("ends too early") && !text.contains("truncated"), "\(name): \(text)")
+    }
+  }
+
+  @Test func corruptPNGDataIsToldFromATruncatedFile() throws {
+    let png = try ImageEncoder(format: .png, pngCompressionLevel: 0).encode(
+      TestImages.noise(width: 40, height: 30, layout: .rgb))
+    let idat = try #require(png.indices.first { png[$0..<$0 + 4].elementsEqual("IDAT".utf8) })
+    let length = Int(png[idat - 2]) << 8 | Int(png[idat - 1])
+    var badCRC = png
+    badCRC[idat + 4 + length] ^= 0x5A  // the IDAT chunk's CRC
+    var badAdler = png
+    badAdler[idat + 4 + 100] ^= 0x5A  // stored zlib blocks: the data inflates, zlib's checksum disagrees
+    var badZlib = png
+    badZlib[idat + 4] = 0x00  // the zlib header
+    let texts = [badCRC, badZlib, badAdler].map { bytes in
+      caught { _ = try decoder.decode(bytes) }?.description ?? "no error"
+    }
+    // A checksum is checked at the end of what it covers: the damage may be in any row.
+    #expect(texts[0] == "corrupt PNG image data: the image is damaged (libpng: IDAT: CRC error)")
+    #expect(texts[1].hasPrefix("corrupt PNG image data: the decoder found damage in row 0 of 30 (libpng: IDAT: "))
+    #expect(texts[2] == "corrupt PNG image data: the image is damaged (libpng: IDAT: incorrect data check)")
+    let cut = caught { _ = try decoder.decode(Array(png.prefix(png.count / 2))) }?.description ?? "no error"
+    #expect(cut.hasPrefix("the PNG file ends too early: rows "), "\(cut)")
+    for text in texts { #expect(!text.contains("truncated") && !text.contains("ends too early"), "\(text)") }
+  }
+}
