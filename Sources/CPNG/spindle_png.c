@@ -11,8 +11,14 @@
 
 #define SPINDLE_PNG_MESSAGE 256
 
+/// The most libpng warnings kept per decode or encode (the first ones).
+#define SPINDLE_PNG_WARNINGS 8
+
 typedef struct {
   char message[SPINDLE_PNG_MESSAGE];
+  /// libpng's warnings, in order: a chunk it left out says so here ("tEXt: CRC error").
+  char warnings[SPINDLE_PNG_WARNINGS][SPINDLE_PNG_MESSAGE];
+  int warning_count;
 } spindle_png_messages;
 
 static void spindle_png_error(png_structp png, png_const_charp text) {
@@ -22,10 +28,15 @@ static void spindle_png_error(png_structp png, png_const_charp text) {
 }
 
 static void spindle_png_warning(png_structp png, png_const_charp text) {
-  // Warnings (an odd iCCP profile, a bad ancillary CRC) never print and never fail a decode.
-  (void)png;
-  (void)text;
+  // Warnings (an odd iCCP profile, a bad ancillary CRC) never print and never fail a decode; they are kept, so
+  // that a chunk libpng left out can be reported.
+  spindle_png_messages *messages = png_get_error_ptr(png);
+  if (messages->warning_count < SPINDLE_PNG_WARNINGS) {
+    snprintf(messages->warnings[messages->warning_count], SPINDLE_PNG_MESSAGE, "%s", text != NULL ? text : "");
+    messages->warning_count++;
+  }
 }
+
 
 struct spindle_png_decoder {
   spindle_png_messages messages;
@@ -340,10 +351,32 @@ static void spindle_png_write(png_structp png, png_bytep data, size_t count) {
 
 static void spindle_png_flush(png_structp png) { (void)png; }
 
-static void spindle_png_set_metadata(png_structp png, png_infop info, const spindle_png_metadata *metadata) {
-  if (metadata->icc != NULL && metadata->icc_length > 0)
+/// Sets the chunks for `metadata`. A profile libpng refuses (benign errors: a warning, not a failure) is left out,
+/// and `notes` (capacity bytes, lines ending in '\n') says so with libpng's reason.
+static void spindle_png_set_metadata(png_structp png, png_infop info, const spindle_png_metadata *metadata,
+                                     char *notes, size_t capacity) {
+  if (metadata->icc != NULL && metadata->icc_length > 0) {
+    // The profile's first four bytes give its size. Some writers pad a profile past it (to a multiple of four,
+    // say); libpng refuses a length that does not match, and the padding is not part of the profile.
+    size_t length = metadata->icc_length;
+    if (length >= 132) {
+      size_t declared = (size_t)metadata->icc[0] << 24 | (size_t)metadata->icc[1] << 16 |
+                        (size_t)metadata->icc[2] << 8 | (size_t)metadata->icc[3];
+      if (declared >= 132 && declared < length) length = declared;
+    }
+    const spindle_png_messages *messages = png_get_error_ptr(png);
+    int warnings_before = messages->warning_count;
     png_set_iCCP(png, info, metadata->icc_name != NULL && metadata->icc_name[0] ? metadata->icc_name : "ICC profile",
-                 PNG_COMPRESSION_TYPE_BASE, metadata->icc, (png_uint_32)metadata->icc_length);
+                 PNG_COMPRESSION_TYPE_BASE, metadata->icc, (png_uint_32)length);
+    if (!png_get_valid(png, info, PNG_INFO_iCCP)) {
+      // libpng's reason is the warning png_set_iCCP gave, if any (and if there was room to keep it).
+      const char *reason = messages->warning_count > warnings_before ? messages->warnings[messages->warning_count - 1]
+                                                                     : "no reason given";
+      size_t used = strlen(notes);
+      snprintf(notes + used, capacity - used, "the ICC profile was left out: libpng refused it (libpng: %s)\n",
+               reason);
+    }
+  }
   if (metadata->exif != NULL && metadata->exif_length > 0)
     png_set_eXIf_1(png, info, (png_uint_32)metadata->exif_length, (png_bytep)metadata->exif);
   if (metadata->colour.has_gamma) png_set_gAMA_fixed(png, info, metadata->colour.gamma);
@@ -376,9 +409,15 @@ static void spindle_png_set_metadata(png_structp png, png_infop info, const spin
 
 int spindle_png_encode(const uint8_t *pixels, int width, int height, int channels, int bit_depth, int compression,
                        int interlaced, const spindle_png_metadata *metadata, uint8_t **output, size_t *output_length,
-                       char *message, size_t capacity) {
+                       char *message, size_t capacity, char *notes, size_t notes_capacity) {
   *output = NULL;
   *output_length = 0;
+  if (notes != NULL && notes_capacity > 0) notes[0] = 0;
+  char no_notes[1] = {0};
+  if (notes == NULL || notes_capacity == 0) {
+    notes = no_notes;
+    notes_capacity = sizeof no_notes;
+  }
   static const int color_types[] = {PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB,
                                     PNG_COLOR_TYPE_RGB_ALPHA};
   if (width <= 0 || height <= 0 || channels < 1 || channels > 4 || (bit_depth != 8 && bit_depth != 16)) {
@@ -420,7 +459,7 @@ int spindle_png_encode(const uint8_t *pixels, int width, int height, int channel
   if (rows == NULL) png_error(png, "out of memory");
   size_t row_bytes = (size_t)width * (size_t)channels * (size_t)(bit_depth / 8);
   for (int y = 0; y < height; y++) rows[y] = (png_bytep)(pixels + row_bytes * (size_t)y);
-  if (metadata != NULL) spindle_png_set_metadata(png, info, metadata);
+  if (metadata != NULL) spindle_png_set_metadata(png, info, metadata, notes, notes_capacity);
   png_write_info(png, info);
   if (bit_depth == 16) {
     const uint16_t probe = 1;

@@ -105,4 +105,77 @@ import Testing
     #expect(cut.hasPrefix("the PNG file ends too early: rows "), "\(cut)")
     for text in texts { #expect(!text.contains("truncated") && !text.contains("ends too early"), "\(text)") }
   }
+
+  // MARK: Metadata left out is reported
+
+  /// `jpeg` with `profile` in one APP2 marker right after SOI.
+  func jpeg(_ jpeg: [UInt8], profile: [UInt8]) -> [UInt8] {
+    let payload = Array("ICC_PROFILE\u{0}".utf8) + [1, 1] + profile
+    let app2 = [0xFF, 0xE2, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)] + payload
+    return Array(jpeg.prefix(2)) + app2 + Array(jpeg.dropFirst(2))
+  }
+
+  /// A JPEG of `image` carrying `profile` in one APP2 marker.
+  func jpeg(_ image: Image, profile: [UInt8]) throws -> [UInt8] {
+    jpeg(try ImageEncoder(format: .jpeg).encode(image), profile: profile)
+  }
+
+  /// The report of a batch of one file, `bytes` (named `name`), written as `format`.
+  func report(
+    _ bytes: [UInt8], name: String, format: ImageFormat, background: BackgroundColour = .white
+  ) async throws -> FileReport {
+    let folder = try TemporaryFolder()
+    try ImageFile.writeAtomically(bytes, to: folder.path + "/" + name)
+    let item = BatchItem(input: folder.path + "/" + name, output: folder.path + "/out", format: format)
+    let batch = TiltShiftBatch(items: [item], configuration: BatchConfiguration(background: background))
+    var reports: [FileReport] = []
+    for await event in batch.events() {
+      if case .fileFinished(let report, _) = event { reports.append(report) }
+    }
+    let report = try #require(reports.first)
+    #expect(report.succeeded)
+    return report
+  }
+
+  @Test func aProfilePaddedPastItsDeclaredSizeReachesThePNGTrimmed() throws {
+    let profile = PhotoFixtures.iccProfile(size: 1024)
+    let source = try jpeg(TestImages.picture(width: 16, height: 16, layout: .rgb), profile: profile + [0, 0, 0])
+    let png = try ImageEncoder(format: .png).encode(try decoder.decode(source))
+    #expect(try decoder.decode(png).metadata.iccProfile?.data == profile)
+  }
+
+  @Test func aProfileLibpngRefusesIsReportedByTheBatch() async throws {
+    // An RGB profile on a gray JPEG: PNG does not allow it on a gray image.
+    let source = try jpeg(
+      TestImages.picture(width: 16, height: 16, layout: .gray), profile: PhotoFixtures.iccProfile(size: 1024))
+    let report = try await report(source, name: "gray.jpg", format: .png)
+    #expect(report.warnings.count == 1, "\(report.warnings)")
+    #expect(
+      report.warnings.first?.hasPrefix(
+        "\(report.item.input): the ICC profile was left out: libpng refused it (libpng: ") == true,
+      "\(report.warnings)")
+    #expect(report.warnings.first?.contains("RGB color space not permitted on grayscale PNG") == true)
+  }
+
+  @Test func profilesThatNoLongerDescribeThePixelsAreReportedByTheBatch() async throws {
+    // A CMYK JPEG is decoded to RGB: its CMYK profile describes pixels that are gone.
+    let cmyk = jpeg(CMYKSample.bytes, profile: PhotoFixtures.iccProfile(size: 512, colourSpace: "CMYK"))
+    let converted = try await report(cmyk, name: "cmyk.jpg", format: .jpeg)
+    #expect(
+      converted.warnings == [
+        "\(converted.item.input): the CMYK ICC profile was left out: the pixels were converted to RGB"
+      ])
+    // Gray + alpha composited on a coloured background is RGB: its gray profile no longer describes it.
+    var tagged = Image(width: 4, height: 4, layout: .grayAlpha, filledWith: 128)
+    tagged.metadata.iccProfile = ImageMetadata.ICCProfile(
+      data: PhotoFixtures.iccProfile(size: 512, colourSpace: "GRAY"))
+    let blue = try #require(BackgroundColour(parsing: "#1E90FF"))
+    let png = try ImageEncoder(format: .png).encode(tagged)
+    let composited = try await report(png, name: "gray.png", format: .jpeg, background: blue)
+    #expect(
+      composited.warnings == [
+        "\(composited.item.input): the gray ICC profile was left out: composited on a coloured background, "
+          + "the pixels are RGB in the JPEG"
+      ])
+  }
 }

@@ -99,10 +99,12 @@ void spindle_png_decoder_destroy(spindle_png_decoder *decoder);
 /// Encodes interleaved pixels (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; 8-bit, or 16-bit in host byte order) as PNG.
 /// `compression` is zlib's level 0-9 (-1 for libpng's default); `interlaced` writes Adam7; `metadata` may be NULL.
 /// On success *output is a malloc'd buffer the caller releases with spindle_png_free.
-/// On failure `message` (capacity bytes) receives a human message.
+/// On failure `message` (capacity bytes) receives a human message. An ICC profile longer than the size in its
+/// header is written trimmed to that size; one libpng still refuses (an RGB profile on a gray image) is left out,
+/// and `notes` (notes_capacity bytes; may be NULL) receives a line saying so, ending in '\n'.
 int spindle_png_encode(const uint8_t *pixels, int width, int height, int channels, int bit_depth, int compression,
                        int interlaced, const spindle_png_metadata *metadata, uint8_t **output, size_t *output_length,
-                       char *message, size_t capacity);
+                       char *message, size_t capacity, char *notes, size_t notes_capacity);
 
 /// Releases a buffer returned by spindle_png_encode.
 void spindle_png_free(void *buffer);

@@ -106,11 +106,13 @@ extension TiltShiftBatch {
         let encoder = ImageEncoder(
           format: format, jpegQuality: configuration.jpegQuality, background: configuration.background)
         let bytes: [UInt8]
+        var found: [String] = []
         do throws(ImageError) {
-          bytes = try encoder.encode(image)
+          bytes = try encoder.encode(image, warnings: &found)
         } catch {
           throw error.naming(item.input)
         }
+        if !found.isEmpty { warnings.withLock { $0 += found.map { "\(item.input): \($0)" } } }
         // Last point at which a cancelled batch leaves no output for this file.
         try WorkContext.current?.checkCancellation()
         try ImageFile.writeAtomically(bytes, to: item.output, replacingExisting: configuration.replaceExisting)

@@ -13,7 +13,8 @@ import CPNG
 /// Data that ends early, or whose compressed pixels are damaged, is an error that says which rows are
 /// missing or damaged — never a silently gray-padded image. With ``isLenient`` it becomes a warning instead (the
 /// missing rows are gray for JPEG, black for PNG), reported through ``decode(_:warnings:)``. A JPEG that lacks only
-/// its end marker, every row decoded from its own data, decodes with a warning.
+/// its end marker, every row decoded from its own data, decodes with a warning; so does a CMYK JPEG, whose CMYK
+/// profile is left out.
 ///
 /// The limit is checked against the header's dimensions before any pixel buffer is allocated, so a
 /// tiny "decompression bomb" costs nothing. Every call is independent: one decoder value can be used
@@ -215,6 +216,7 @@ public struct ImageDecoder: Sendable {
     if let profile = metadata.iccProfile, profile.colourSpace == "CMYK" {
       // The pixels are RGB now: a CMYK profile describes something they no longer are.
       metadata.iccProfile = nil
+      warnings.append("the CMYK ICC profile was left out: the pixels were converted to RGB")
     }
     return .success(
       Image(width: Int(width), height: Int(height), layout: layout, bitDepth: 8, bytes: pixels, metadata: metadata))

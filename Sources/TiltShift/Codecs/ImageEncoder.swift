@@ -10,6 +10,8 @@ import CPNG
 /// every layout as is, alpha and 16 bits included, and writes the profile (`iCCP`), EXIF (`eXIf`), XMP and
 /// text (`iTXt`/`tEXt`/`zTXt`), IPTC (a `Raw profile type 8bim` text), `gAMA`, `sRGB`, `cHRM` and `pHYs`.
 /// What a format cannot carry is left out: see ``ImageMetadata``. Strip ``Image/metadata`` to write none.
+/// An ICC profile that cannot be written correctly (an RGB profile on a gray PNG, which libpng refuses) is left
+/// out, never silently: ``encode(_:warnings:)`` says so.
 /// Every call is independent: one encoder value can be used from many threads at once.
 ///
 /// ```swift
@@ -50,10 +52,18 @@ public struct ImageEncoder: Sendable {
   /// Encodes `image`; throws ``ImageError/Kind/encodingFailed(format:message:)`` with the codec's message, or
   /// ``ImageError/Kind/metadataTooLarge(what:bytes:limit:format:)`` when JPEG cannot hold the EXIF block.
   public func encode(_ image: Image) throws(ImageError) -> [UInt8] {
+    var warnings: [String] = []
+    return try encode(image, warnings: &warnings)
+  }
+
+  /// Encodes `image` as ``encode(_:)`` does; metadata the output could not keep (an ICC profile libpng refuses, a
+  /// gray profile on pixels that became RGB) is appended to `warnings`, one line each.
+  public func encode(_ image: Image, warnings: inout [String]) throws(ImageError) -> [UInt8] {
     try format.checkFits(width: image.width, height: image.height)
     var output: UnsafeMutablePointer<UInt8>?
     var length = 0
     var message = [CChar](repeating: 0, count: 256)
+    var notes = [CChar](repeating: 0, count: 1024)
     let status: Int32
     switch format {
     case .jpeg:
@@ -77,6 +87,8 @@ public struct ImageEncoder: Sendable {
       if opaque.layout == .rgb, metadata.iccProfile?.colourSpace == "GRAY" {
         // Gray+alpha composited on a coloured background is RGB now: a gray profile no longer describes it.
         metadata.iccProfile = nil
+        warnings.append(
+          "the gray ICC profile was left out: composited on a coloured background, the pixels are RGB in the JPEG")
       }
       let markers = try metadata.jpegMarkers()
       let density = metadata.jfifDensity
@@ -93,11 +105,13 @@ public struct ImageEncoder: Sendable {
     case .png:
       status = image.pixels.withUnsafeBufferPointer { pixels in
         message.withUnsafeMutableBufferPointer { text in
-          withPNGMetadata(image.metadata) { metadata in
-            spindle_png_encode(
-              pixels.baseAddress, Int32(image.width), Int32(image.height), Int32(image.layout.channels),
-              Int32(image.bitDepth), Int32(pngCompressionLevel), pngInterlaced ? 1 : 0, metadata, &output, &length,
-              text.baseAddress, text.count)
+          notes.withUnsafeMutableBufferPointer { notes in
+            withPNGMetadata(image.metadata) { metadata in
+              spindle_png_encode(
+                pixels.baseAddress, Int32(image.width), Int32(image.height), Int32(image.layout.channels),
+                Int32(image.bitDepth), Int32(pngCompressionLevel), pngInterlaced ? 1 : 0, metadata, &output, &length,
+                text.baseAddress, text.count, notes.baseAddress, notes.count)
+            }
           }
         }
       }
@@ -106,6 +120,8 @@ public struct ImageEncoder: Sendable {
       let text = message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
       throw ImageError(.encodingFailed(format: format, message: text))
     }
+    let noted = notes.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    warnings += noted.split(separator: "\n").map(String.init)
     defer {
       switch format {
       case .jpeg: spindle_jpeg_free(output)
