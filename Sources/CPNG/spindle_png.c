@@ -37,6 +37,13 @@ static void spindle_png_warning(png_structp png, png_const_charp text) {
   }
 }
 
+/// The last kept warning that starts with `prefix` ("iCCP"), or "" when none.
+static const char *spindle_png_last_warning(const spindle_png_messages *messages, const char *prefix) {
+  for (int i = messages->warning_count - 1; i >= 0; i--) {
+    if (strncmp(messages->warnings[i], prefix, strlen(prefix)) == 0) return messages->warnings[i];
+  }
+  return "";
+}
 
 struct spindle_png_decoder {
   spindle_png_messages messages;
@@ -51,6 +58,8 @@ struct spindle_png_decoder {
   /// the first row not decoded (-1: an interlaced image, whose every row may be incomplete), 0 when whole.
   int damage;
   int damage_row;
+  /// Whether the file holds an iCCP chunk (before its usable end), whatever libpng made of it.
+  int has_iccp_chunk;
   /// Whether the chunks after the image data (and IEND) were read, so their metadata is known.
   int read_end;
   char message[SPINDLE_PNG_MESSAGE + 32];
@@ -70,14 +79,17 @@ static void spindle_png_read(png_structp png, png_bytep out, size_t count) {
 /// 1.6 GB text chunk costs 1.6 GB (found by Scripts/fuzz-decoders.sh). Ending the data before such a chunk
 /// turns it into the truncation it is, before anything is allocated. IDAT is read in small pieces, so a cut
 /// IDAT keeps its rows for a lenient decode.
-static size_t spindle_png_usable_length(const uint8_t *data, size_t length) {
+/// Also sets *has_iccp when a whole iCCP chunk comes before that end.
+static size_t spindle_png_usable_length(const uint8_t *data, size_t length, int *has_iccp) {
   size_t offset = 8;
+  *has_iccp = 0;
   while (offset + 8 <= length) {
     uint32_t chunk = (uint32_t)data[offset] << 24 | (uint32_t)data[offset + 1] << 16 | (uint32_t)data[offset + 2] << 8 |
                      (uint32_t)data[offset + 3];
     if (chunk > 0x7fffffffu) return length;  // libpng refuses it before allocating
     int idat = memcmp(data + offset + 4, "IDAT", 4) == 0;
     if ((size_t)chunk + 12 > length - offset) return idat ? length : offset;
+    if (memcmp(data + offset + 4, "iCCP", 4) == 0) *has_iccp = 1;
     offset += (size_t)chunk + 12;
   }
   return length;
@@ -87,7 +99,7 @@ spindle_png_decoder *spindle_png_decoder_create(const uint8_t *data, size_t leng
   spindle_png_decoder *decoder = calloc(1, sizeof(spindle_png_decoder));
   if (decoder == NULL) return NULL;
   decoder->data = data;
-  decoder->length = spindle_png_usable_length(data, length);
+  decoder->length = spindle_png_usable_length(data, length, &decoder->has_iccp_chunk);
   decoder->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &decoder->messages, spindle_png_error,
                                         spindle_png_warning);
   if (decoder->png == NULL) {
@@ -255,6 +267,22 @@ const uint8_t *spindle_png_decoder_icc(const spindle_png_decoder *decoder, size_
   return profile;
 }
 
+int spindle_png_decoder_warning_count(const spindle_png_decoder *decoder) {
+  return decoder->messages.warning_count;
+}
+
+const char *spindle_png_decoder_warning(const spindle_png_decoder *decoder, int index) {
+  if (index < 0 || index >= decoder->messages.warning_count) return NULL;
+  return decoder->messages.warnings[index];
+}
+
+const char *spindle_png_decoder_dropped_icc(const spindle_png_decoder *decoder) {
+  if (decoder->stage < 1 || !decoder->has_iccp_chunk || png_get_valid(decoder->png, decoder->info, PNG_INFO_iCCP))
+    return NULL;
+  const char *warning = spindle_png_last_warning(&decoder->messages, "iCCP");
+  return warning[0] ? warning : "iCCP: refused";
+}
+
 const uint8_t *spindle_png_decoder_exif(const spindle_png_decoder *decoder, size_t *length) {
   png_bytep exif = NULL;
   png_uint_32 exif_length = 0;
@@ -356,8 +384,8 @@ static void spindle_png_flush(png_structp png) { (void)png; }
 static void spindle_png_set_metadata(png_structp png, png_infop info, const spindle_png_metadata *metadata,
                                      char *notes, size_t capacity) {
   if (metadata->icc != NULL && metadata->icc_length > 0) {
-    // The profile's first four bytes give its size. Some writers pad a profile past it (to a multiple of four,
-    // say); libpng refuses a length that does not match, and the padding is not part of the profile.
+    // The profile's first four bytes give its size. Bytes past it (padding) are not part of the profile, and
+    // libpng refuses a length that does not match.
     size_t length = metadata->icc_length;
     if (length >= 132) {
       size_t declared = (size_t)metadata->icc[0] << 24 | (size_t)metadata->icc[1] << 16 |

@@ -108,6 +108,37 @@ import Testing
 
   // MARK: Metadata left out is reported
 
+  @Test(arguments: ["tEXt", "zTXt", "iTXt"])
+  func aTextChunkWithABadCRCIsReported(type: String) throws {
+    let text = CodecReviewTests.textChunk(type, "Comment", "hello")
+    var chunk = TestImages.chunk(type, text.1)
+    chunk[chunk.count - 1] ^= 0xFF
+    let png = try ImageEncoder(format: .png).encode(TestImages.picture(width: 4, height: 4, layout: .gray))
+    let damaged = Array(png.prefix(33)) + chunk + Array(png.dropFirst(33))
+    var warnings: [String] = []
+    let image = try decoder.decode(damaged, warnings: &warnings)
+    #expect(image.metadata.text.isEmpty && image.metadata.comments.isEmpty, "a chunk with a bad CRC stays out")
+    #expect(
+      warnings == [
+        "the \(type) chunk was left out: its CRC does not match its data, so it is damaged "
+          + "(libpng: \(type): CRC error)"
+      ])
+  }
+
+  @Test func anICCProfileLibpngRefusesOnReadIsReported() throws {
+    // An RGB profile in a gray PNG, its CRC sound: libpng leaves it out.
+    let profile = PhotoFixtures.iccProfile(size: 512)
+    let iccp = TestImages.chunk("iCCP", Array("ICC profile".utf8) + [0, 0] + TestImages.zlibStored(profile))
+    let png = try ImageEncoder(format: .png).encode(TestImages.picture(width: 4, height: 4, layout: .gray))
+    var warnings: [String] = []
+    let image = try decoder.decode(Array(png.prefix(33)) + iccp + Array(png.dropFirst(33)), warnings: &warnings)
+    #expect(image.metadata.iccProfile == nil)
+    #expect(warnings.count == 1, "\(warnings)")
+    #expect(
+      warnings.first?.hasPrefix("the ICC profile (iCCP chunk) was left out: libpng refused it (libpng: iCCP: ")
+        == true, "\(warnings)")
+  }
+
   /// `jpeg` with `profile` in one APP2 marker right after SOI.
   func jpeg(_ jpeg: [UInt8], profile: [UInt8]) -> [UInt8] {
     let payload = Array("ICC_PROFILE\u{0}".utf8) + [1, 1] + profile

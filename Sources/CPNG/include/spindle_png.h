@@ -78,6 +78,17 @@ int spindle_png_decoder_damage(const spindle_png_decoder *decoder, int *first_ro
 /// The uncompressed ICC profile of an iCCP chunk and its name; NULL when none. Valid until destroy.
 const uint8_t *spindle_png_decoder_icc(const spindle_png_decoder *decoder, size_t *length, const char **name);
 
+/// The number of warnings libpng gave (at most 8 are kept), in order: a chunk it left out says so
+/// ("tEXt: CRC error"). Valid until destroy.
+int spindle_png_decoder_warning_count(const spindle_png_decoder *decoder);
+
+/// Warning `index` in libpng's words (the chunk first: "zTXt: CRC error"); NULL past the end.
+const char *spindle_png_decoder_warning(const spindle_png_decoder *decoder, int index);
+
+/// When the file holds an iCCP chunk that libpng left out (bad CRC, a profile it refuses): libpng's warning for it;
+/// NULL when there was none, or it was kept.
+const char *spindle_png_decoder_dropped_icc(const spindle_png_decoder *decoder);
+
 /// The eXIf chunk (a TIFF structure, no "Exif" prefix); NULL when none. Valid until destroy.
 const uint8_t *spindle_png_decoder_exif(const spindle_png_decoder *decoder, size_t *length);
 

@@ -17,7 +17,8 @@ public struct FileReport: Sendable {
   /// Time spent per stage (zero for stages that did not run).
   public var timings: StageTimings
   /// What the file's decode and encode let through or left out, one line each, naming the file: rows a lenient
-  /// decode filled in, a JPEG's missing end marker, metadata that could not be kept (an ICC profile libpng refuses).
+  /// decode filled in, a JPEG's missing end marker, metadata that could not be read or written (a text chunk with a
+  /// bad CRC, an ICC profile libpng refuses).
   public var warnings: [String] = []
 
   /// Whether the output was written.

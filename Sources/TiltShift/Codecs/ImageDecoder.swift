@@ -13,8 +13,8 @@ import CPNG
 /// Data that ends early, or whose compressed pixels are damaged, is an error that says which rows are
 /// missing or damaged — never a silently gray-padded image. With ``isLenient`` it becomes a warning instead (the
 /// missing rows are gray for JPEG, black for PNG), reported through ``decode(_:warnings:)``. A JPEG that lacks only
-/// its end marker, every row decoded from its own data, decodes with a warning; so does a CMYK JPEG, whose CMYK
-/// profile is left out.
+/// its end marker, every row decoded from its own data, decodes with a warning; so does a PNG whose text chunk or
+/// ICC profile libpng had to leave out.
 ///
 /// The limit is checked against the header's dimensions before any pixel buffer is allocated, so a
 /// tiny "decompression bomb" costs nothing. Every call is independent: one decoder value can be used
@@ -289,11 +289,38 @@ public struct ImageDecoder: Sendable {
       return .failure(damage != 0 ? damageError : pngError(readStatus, message, header: false, height: Int(height)))
     }
     if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "black")) }
+    warnings += Self.droppedChunks(decoder)
     let metadata = pngMetadata(decoder, warnings: &warnings)
     return .success(
       Image(
         width: Int(width), height: Int(height), layout: layout, bitDepth: Int(depth), bytes: pixels,
         metadata: metadata))
+  }
+
+  /// The metadata chunks libpng left out of a PNG it decoded, one line each: a chunk whose CRC does not match its
+  /// data (libpng drops an ancillary one), a text chunk it refused, an ICC profile it refused. A chunk with a bad
+  /// CRC stays out: its bytes are not what was written, and copied into the output with a fresh CRC they would
+  /// pass for sound. Other libpng warnings (a profile it keeps but finds odd) are not reported.
+  private static func droppedChunks(_ decoder: OpaquePointer) -> [String] {
+    var lines: [String] = []
+    for index in 0..<spindle_png_decoder_warning_count(decoder) {
+      guard let text = spindle_png_decoder_warning(decoder, index) else { continue }
+      let warning = String(cString: text)
+      let chunk = warning.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+      if warning.hasSuffix(": CRC error") {
+        lines.append(
+          "the \(chunk) chunk was left out: its CRC does not match its data, so it is damaged (libpng: \(warning))")
+      } else if ["tEXt", "zTXt", "iTXt"].contains(chunk) {
+        lines.append("a \(chunk) text chunk was left out: libpng refused it (libpng: \(warning))")
+      }
+    }
+    if let text = spindle_png_decoder_dropped_icc(decoder) {
+      let warning = String(cString: text)
+      if !warning.hasSuffix(": CRC error") {
+        lines.append("the ICC profile (iCCP chunk) was left out: libpng refused it (libpng: \(warning))")
+      }
+    }
+    return lines
   }
 
   /// Latin-1 bytes as text: each byte is the code point of the same number.
