@@ -6,17 +6,6 @@ import Testing
 
 /// A second review of the codecs: what a damaged file costs before it is refused, and metadata kept byte for byte.
 @Suite(.offThePool) struct CodecReviewTests {
-  func caught(_ body: () throws -> Void) -> ImageError? {
-    do {
-      try body()
-      return nil
-    } catch let error as ImageError {
-      return error
-    } catch {
-      return nil
-    }
-  }
-
   /// Reads `jpeg`'s pixels with the C shim into a buffer filled with `mark`: the status and the buffer.
   func readPixels(_ jpeg: [UInt8], lenient: Bool, mark: UInt8) -> (status: Int32, pixels: [UInt8], width: Int) {
     jpeg.withUnsafeBufferPointer { data in

@@ -15,14 +15,7 @@ private func meanAbsoluteError(_ a: [UInt8], _ b: [UInt8]) -> Double {
 
 /// The kind of `ImageError` that `body` throws (nil when it throws nothing or something else).
 private func caughtKind(_ body: () throws -> Void) -> ImageError.Kind? {
-  do {
-    try body()
-    return nil
-  } catch let error as ImageError {
-    return error.kind
-  } catch {
-    return nil
-  }
+  caught(body)?.kind
 }
 
 private func isCorrupt(_ kind: ImageError.Kind?, _ format: ImageFormat) -> Bool {

@@ -8,17 +8,6 @@ import Testing
 @Suite(.offThePool) struct CodecWarningTests {
   let decoder = ImageDecoder()
 
-  func caught(_ body: () throws -> Void) -> ImageError? {
-    do {
-      try body()
-      return nil
-    } catch let error as ImageError {
-      return error
-    } catch {
-      return nil
-    }
-  }
-
   /// The position of the first `marker` (0xFF `code`) in `jpeg`.
   func marker(_ code: UInt8, in jpeg: [UInt8]) throws -> Int {
     try #require(jpeg.indices.dropLast().first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == code })

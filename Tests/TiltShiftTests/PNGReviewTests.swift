@@ -68,7 +68,7 @@ import Testing
 
   @Test func aFileCutBeforeItsSizeNamesNoRowCount() throws {
     let png = try ImageEncoder(format: .png).encode(TestImages.picture(width: 8, height: 8, layout: .rgb))
-    let error = try #require(caughtError { _ = try ImageDecoder().decode(Array(png.prefix(20))) })
+    let error = try #require(caught { _ = try ImageDecoder().decode(Array(png.prefix(20))) })
     #expect(error.kind == .truncated(format: .png, firstMissingRow: nil, height: 1, message: error.message))
     #expect(!error.description.contains("row 0 of 1"), "\(error)")
   }
@@ -79,17 +79,6 @@ extension ImageError {
   fileprivate var message: String {
     if case .truncated(_, _, _, let message) = kind { return message }
     return ""
-  }
-}
-
-private func caughtError(_ body: () throws -> Void) -> ImageError? {
-  do {
-    try body()
-    return nil
-  } catch let error as ImageError {
-    return error
-  } catch {
-    return nil
   }
 }
 

@@ -11,17 +11,6 @@ import Testing
 @Suite(.offThePool) struct PhotoFidelityTests {
   let decoder = ImageDecoder()
 
-  func caught(_ body: () throws -> Void) -> ImageError? {
-    do {
-      try body()
-      return nil
-    } catch let error as ImageError {
-      return error
-    } catch {
-      return nil
-    }
-  }
-
   /// Decode → filter → encode as `output`, as the batch does.
   func roundTrip(_ bytes: [UInt8], to output: ImageFormat, strip: Bool = false, radius: Double = 4) throws -> [UInt8] {
     let image = try ImageDecoder(keeps16Bits: output == .png).decode(bytes)
