@@ -98,6 +98,34 @@ import Testing
     }
   }
 
+  /// helper-51's review: with the working folder deleted, `realpath(".")` fails, and resolving a relative output
+  /// folder looked at "." again and again until the stack overflowed (exit 139).
+  @Test func aDeletedWorkingFolderIsAnErrorNotACrash() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let photo = root.appendingPathComponent("photo.jpg")
+    try TiltShiftCommandTests.writePhoto(photo, seed: 4, width: 32, height: 24)
+    let gone = root.appendingPathComponent("gone")
+    try FileManager.default.createDirectory(at: gone, withIntermediateDirectories: false)
+    // The shell enters the folder, removes it, and only then becomes spindle: its working folder no longer exists.
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = [
+      "-c", "cd \"$1\" && rmdir \"$1\" && exec \"$2\" tiltshift \"$3\" -o relative-out", "sh", gone.path,
+      CLI.binary.path, photo.path,
+    ]
+    process.environment = ProcessInfo.processInfo.environment.merging(["NO_COLOR": "1"]) { $1 }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let result = await CLI.wait(process, out, err, timeout: 120)
+    #expect(result.status == 1, "\(result.status) \(result.stderr)")
+    #expect(result.stderr.contains("cannot create output folder relative-out"), "\(result.stderr)")
+  }
+
   @Test func anOutputFolderUnderAFileFailsWithPlainWords() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }

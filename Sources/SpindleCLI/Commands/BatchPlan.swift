@@ -45,7 +45,9 @@ struct BatchPlan {
       let slash = trimmed.lastIndex(of: UInt8(ascii: "/"))
       let last = Array(slash.map { trimmed[($0 + 1)...] } ?? trimmed)
       let head: [UInt8] = slash.map { $0 == trimmed.startIndex ? [UInt8(ascii: "/")] : Array(trimmed[..<$0]) } ?? []
-      if head == path { return path }  // "/" itself unresolvable: nothing more to do.
+      // "/" itself unresolvable, or "." when the working folder was deleted: nothing more to do (resolving "." again
+      // recursed until the stack overflowed).
+      if head == path || (head.isEmpty && last == [UInt8(ascii: ".")]) { return path }
       let base = resolve(head)
       switch last {
       case [], [UInt8(ascii: ".")]: return base
