@@ -126,6 +126,28 @@ import Testing
     #expect(result.stderr.contains("cannot create output folder relative-out"), "\(result.stderr)")
   }
 
+  /// helper-51's review: text from a file (its name, a PNG keyword, a profile name in libpng's words) reached the
+  /// terminal raw, so a crafted file could set the window title or move the cursor.
+  @Test func controlCharactersAreShownEscapedButColoursStay() {
+    #expect(Terminal.shown("a\u{1B}]0;PWNED\u{07}b") == "a\\x1B]0;PWNED\\x07b")
+    #expect(Terminal.shown("x\u{9B}31my\u{7F}\r") == "x\\u{9B}31my\\x7F\\x0D")
+    #expect(Terminal.shown("\u{1B}[2Jclear\u{1B}[1;31mred\u{1B}[0m") == "\\x1B[2Jclear\u{1B}[1;31mred\u{1B}[0m")
+    #expect(Terminal.shown("two\nlines\tand a tab") == "two\nlines\tand a tab")
+    #expect(Terminal.shown("trailing \u{1B}[") == "trailing \\x1B[")
+  }
+
+  @Test func aFileNameWithATerminalSequenceIsPrintedEscaped() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let name = "title\u{1B}]0;PWNED\u{07}"
+    try TiltShiftCommandTests.writePhoto(root.appendingPathComponent(name + ".jpg"), seed: 5, width: 32, height: 24)
+    let result = try await CLI.run(["tiltshift", ".", "-o", "out"], in: root)
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("out/\(name)-tiltshift.jpg").path))
+    #expect(!result.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(result.stderr)")
+    #expect(result.stderr.contains("title\\x1B]0;PWNED\\x07"), "\(result.stderr)")
+  }
+
   @Test func anOutputFolderUnderAFileFailsWithPlainWords() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }

@@ -26,11 +26,53 @@ enum Terminal {
     return "\u{1B}[\(style.rawValue)m\(text)\u{1B}[0m"
   }
 
-  /// Writes to standard error without buffering; a byte of a path that is not UTF-8 shows as `\xFF`
-  /// (``SystemPath/displayed(_:)``).
+  /// Writes to standard error without buffering, as ``shown(_:)`` shows it.
   static func error(_ text: String) {
-    let shown = SystemPath.displayed(text)
+    let shown = shown(text)
     rawError(shown.hasSuffix("\n") ? shown : shown + "\n")
+  }
+
+  /// `text` as it is safe to write to a terminal: a byte of a path that is not UTF-8 shows as `\xFF`
+  /// (``SystemPath/displayed(_:)``), and every control character but a line break or a tab as `\x1B` (C1 ones as
+  /// `\u{9B}`), except the colour sequences ``styled(_:_:forError:)`` makes (ESC `[` digits and `;` `m`).
+  ///
+  /// Messages carry text from the files they are about (a file's name, a PNG keyword, a colour profile's name in
+  /// libpng's words): written raw, a crafted file could set the terminal's title, move the cursor or hide lines.
+  static func shown(_ text: String) -> String {
+    let text = SystemPath.displayed(text)
+    guard text.unicodeScalars.contains(where: isControl) else { return text }
+    var shown = String.UnicodeScalarView()
+    let scalars = Array(text.unicodeScalars)
+    var index = 0
+    while index < scalars.count {
+      let scalar = scalars[index]
+      if let end = colourSequenceEnd(scalars, from: index) {
+        shown.append(contentsOf: scalars[index..<end])
+        index = end
+        continue
+      }
+      if isControl(scalar) {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        shown.append(
+          contentsOf: (scalar.value < 0x80 ? "\\x" + (hex.count < 2 ? "0" + hex : hex) : "\\u{\(hex)}").unicodeScalars)
+      } else {
+        shown.append(scalar)
+      }
+      index += 1
+    }
+    return String(shown)
+  }
+
+  private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    (scalar.value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(scalar.value)
+  }
+
+  /// The end of a colour sequence (ESC `[`, digits and `;`, `m`) starting at `start`, or nil.
+  private static func colourSequenceEnd(_ scalars: [Unicode.Scalar], from start: Int) -> Int? {
+    guard scalars[start] == "\u{1B}", start + 1 < scalars.count, scalars[start + 1] == "[" else { return nil }
+    var index = start + 2
+    while index < scalars.count, scalars[index] == ";" || ("0"..."9").contains(scalars[index]) { index += 1 }
+    return index < scalars.count && scalars[index] == "m" ? index + 1 : nil
   }
 
   /// Writes `text` to standard error with no newline (progress lines redraw in place).
