@@ -288,6 +288,24 @@ import Testing
     #expect(back.metadata.text == image.metadata.text)
   }
 
+  /// helper-51's review: the ICC profile's name, Latin-1 like a keyword, was read as UTF-8, so `Profil\xE9 RGB` came
+  /// back as `Profil RGB`.
+  @Test func aLatin1ICCProfileNameSurvivesPNGToPNG() throws {
+    var image = TestImages.picture(width: 16, height: 8, layout: .rgb)
+    image.metadata.iccProfile = ImageMetadata.ICCProfile(
+      name: "Profil\u{E9} RGB", data: PhotoFixtures.iccProfile(size: 4_096))
+    let png = try ImageEncoder(format: .png).encode(image)
+    let iccp = try #require(CodecReviewTests.pngChunks(png).first { $0.type == "iCCP" })
+    #expect(Array(iccp.data.prefix { $0 != 0 }) == Array("Profil".utf8) + [0xE9] + Array(" RGB".utf8))
+    let back = try ImageDecoder().decode(png)
+    #expect(back.metadata.iccProfile?.name == "Profil\u{E9} RGB")
+    let again = try ImageEncoder(format: .png).encode(back)
+    let againName = CodecReviewTests.pngChunks(again).first { $0.type == "iCCP" }.map {
+      Array($0.data.prefix { $0 != 0 })
+    }
+    #expect(againName == Array(iccp.data.prefix { $0 != 0 }))
+  }
+
   @Test func anInternationalTextKeepsItsLatin1KeywordAndUTF8Text() throws {
     let text = "Café ☕ 東京"
     let png = CodecReviewTests.png([Self.textChunk("iTXt", keyword: Self.latin1Keywords[0], text: Array(text.utf8))])

@@ -343,7 +343,7 @@ public struct ImageDecoder: Sendable {
     var name: UnsafePointer<CChar>?
     if let profile = spindle_png_decoder_icc(decoder, &length, &name), length > 0 {
       metadata.iccProfile = ImageMetadata.ICCProfile(
-        name: name.map { String(cString: $0) } ?? "ICC profile",
+        name: name.map { Self.latin1(cString: $0) } ?? "ICC profile",  // Latin-1, as a PNG keyword
         data: Array(UnsafeBufferPointer(start: profile, count: length)))
     }
     if let exif = spindle_png_decoder_exif(decoder, &length), length > 0 {
