@@ -77,6 +77,33 @@ import TiltShift
     #expect(result.stdout.contains("\\\\xFF-tiltshift.jpg"), "escaped in the JSON: \(result.stdout)")
   }
 
+  /// helper-51's review: with `-r`, sub-folders `café` composed and decomposed (two folders on Linux) were mirrored as
+  /// one, since equal `String`s made one entry of the set of folders to create; the second file then failed.
+  @Test func foldersThatDifferOnlyInNormalizationAreMirroredApart() async throws {
+    let root = try CLI.temporaryFolder()
+    defer { try? FileManager.default.removeItem(at: root) }
+    let inputs = root.appendingPathComponent("in")
+    let outputs = root.appendingPathComponent("out")
+    let composed = Array("caf\u{E9}".utf8)
+    let decomposed = Array("cafe\u{301}".utf8)
+    for (folder, seed) in [(composed, UInt64(1)), (decomposed, 2)] {
+      let path = Array(inputs.path.utf8) + [UInt8(ascii: "/")] + folder
+      try FileManager.default.createDirectory(at: inputs, withIntermediateDirectories: true)
+      #expect(
+        (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) } }
+          == 0)
+      try Self.write(Self.photo(.jpeg, seed: seed), toPathBytes: path + Array("/p\(seed).jpg".utf8))
+    }
+
+    let result = try await CLI.run(["tiltshift", "-r", inputs.path, "-o", outputs.path])
+
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(Self.names(in: outputs.path) == [composed, decomposed].sorted { $0.lexicographicallyPrecedes($1) })
+    #expect(Self.names(in: outputs.path + "/caf\u{E9}").count == 1)
+    let decomposedFolder = String(decoding: Array(outputs.path.utf8) + [UInt8(ascii: "/")] + decomposed, as: UTF8.self)
+    #expect(Self.names(in: decomposedFolder) == [Array("p2-tiltshift.jpg".utf8)])
+  }
+
   /// Runs `script` with `sh -c`, `$0` being the `spindle` binary, in `folder`: Foundation's Process passes arguments
   /// as UTF-8 text, so the shell makes the raw bytes (`$(printf '\377')`).
   static func runThroughShell(_ script: String, in folder: URL) async throws -> CLIResult {

@@ -199,8 +199,11 @@ struct TiltShiftCommand: ParsableCommand {
       if json { Terminal.out(Summary(processed: [], rejected: [], interrupted: false, seconds: 0, megapixels: 0).json) }
       return 0
     }
-    // Output folders (mirrored sub-folders too) exist before any work starts.
-    for folder in Set([outputFolder] + items.map { BatchPlan.parentPath(of: $0.output) }) {
+    // Output folders (mirrored sub-folders too) exist before any work starts. Told apart by their bytes: `café`
+    // composed and decomposed are two folders on Linux, but equal `String`s (a set of them made only one).
+    var madeFolders: Set<[UInt8]> = []
+    for folder in [outputFolder] + items.map({ BatchPlan.parentPath(of: $0.output) })
+    where madeFolders.insert(SystemPath.bytes(of: folder)).inserted {
       if let failure = BatchPlan.makeFolder(folder) {
         Terminal.error("error: cannot create output folder \(folder): \(failure)")
         return 1

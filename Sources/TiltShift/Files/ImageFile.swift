@@ -245,23 +245,28 @@ public enum ImageFile {
 
   /// Calls `body(temporary, destination)` for every temporary file (`.NAME` + marker + 8 hex digits, or for a long
   /// name its ``shortStem(_:)`` in place of NAME) beside one of `paths`, listing each folder once.
+  ///
+  /// Folders and names are keyed by their bytes: two names that differ only in Unicode normalization are two files on
+  /// Linux but equal `String`s, and one's temporary file must not be taken for the other's.
   private static func forEachTemporary(ofDestinations paths: [String], _ body: (String, String) -> Void) {
-    var destinationsByFolder: [String: [String: String]] = [:]
+    var destinationsByFolder: [[UInt8]: (folder: String, destinations: [[UInt8]: String])] = [:]
     for path in paths {
       let (folder, name) = split(path)
       guard !name.isEmpty else { continue }
-      destinationsByFolder[folder, default: [:]][name] = path
+      let key = SystemPath.bytes(of: folder)
+      if destinationsByFolder[key] == nil { destinationsByFolder[key] = (folder, [:]) }
+      destinationsByFolder[key]!.destinations[SystemPath.bytes(of: name)] = path
       // Either stem, whatever the file system's limit: the one a write used depends on it.
-      destinationsByFolder[folder, default: [:]][shortStem(name)] = path
+      destinationsByFolder[key]!.destinations[SystemPath.bytes(of: shortStem(name))] = path
     }
-    for (folder, destinations) in destinationsByFolder {
+    for (folder, destinations) in destinationsByFolder.values {
       for candidate in temporaryFiles(in: folder) {
         let file = candidate.dropFirst(folder.count)
         let suffix = file.suffix(8)
         let head = file.dropLast(8)
         guard suffix.count == 8, suffix.allSatisfy(\.isHexDigit), head.hasSuffix(temporaryMarker) else { continue }
         let name = head.dropFirst().dropLast(temporaryMarker.count)
-        guard let destination = destinations[String(name)] else { continue }
+        guard let destination = destinations[SystemPath.bytes(of: String(name))] else { continue }
         body(candidate, destination)
       }
     }
