@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <limits.h>
 #include <png.h>
 
 #define SPINDLE_PNG_MESSAGE 256
@@ -19,6 +20,12 @@ typedef struct {
   /// libpng's warnings, in order: a chunk it left out says so here ("tEXt: CRC error").
   char warnings[SPINDLE_PNG_WARNINGS][SPINDLE_PNG_MESSAGE];
   int warning_count;
+  /// How many warnings libpng gave in all, kept or not.
+  int warning_total;
+  /// The latest warning, and the latest about an iCCP chunk, whatever the cap: a profile left out is named with its
+  /// reason even after eight other warnings.
+  char last_warning[SPINDLE_PNG_MESSAGE];
+  char icc_warning[SPINDLE_PNG_MESSAGE];
 } spindle_png_messages;
 
 static void spindle_png_error(png_structp png, png_const_charp text) {
@@ -31,18 +38,14 @@ static void spindle_png_warning(png_structp png, png_const_charp text) {
   // Warnings (an odd iCCP profile, a bad ancillary CRC) never print and never fail a decode; they are kept, so
   // that a chunk libpng left out can be reported.
   spindle_png_messages *messages = png_get_error_ptr(png);
+  const char *shown = text != NULL ? text : "";
   if (messages->warning_count < SPINDLE_PNG_WARNINGS) {
-    snprintf(messages->warnings[messages->warning_count], SPINDLE_PNG_MESSAGE, "%s", text != NULL ? text : "");
+    snprintf(messages->warnings[messages->warning_count], SPINDLE_PNG_MESSAGE, "%s", shown);
     messages->warning_count++;
   }
-}
-
-/// The last kept warning that starts with `prefix` ("iCCP"), or "" when none.
-static const char *spindle_png_last_warning(const spindle_png_messages *messages, const char *prefix) {
-  for (int i = messages->warning_count - 1; i >= 0; i--) {
-    if (strncmp(messages->warnings[i], prefix, strlen(prefix)) == 0) return messages->warnings[i];
-  }
-  return "";
+  if (messages->warning_total < INT_MAX) messages->warning_total++;
+  snprintf(messages->last_warning, SPINDLE_PNG_MESSAGE, "%s", shown);
+  if (strncmp(shown, "iCCP", 4) == 0) snprintf(messages->icc_warning, SPINDLE_PNG_MESSAGE, "%s", shown);
 }
 
 struct spindle_png_decoder {
@@ -271,6 +274,8 @@ int spindle_png_decoder_warning_count(const spindle_png_decoder *decoder) {
   return decoder->messages.warning_count;
 }
 
+int spindle_png_decoder_warning_total(const spindle_png_decoder *decoder) { return decoder->messages.warning_total; }
+
 const char *spindle_png_decoder_warning(const spindle_png_decoder *decoder, int index) {
   if (index < 0 || index >= decoder->messages.warning_count) return NULL;
   return decoder->messages.warnings[index];
@@ -279,7 +284,7 @@ const char *spindle_png_decoder_warning(const spindle_png_decoder *decoder, int 
 const char *spindle_png_decoder_dropped_icc(const spindle_png_decoder *decoder) {
   if (decoder->stage < 1 || !decoder->has_iccp_chunk || png_get_valid(decoder->png, decoder->info, PNG_INFO_iCCP))
     return NULL;
-  const char *warning = spindle_png_last_warning(&decoder->messages, "iCCP");
+  const char *warning = decoder->messages.icc_warning;
   return warning[0] ? warning : "iCCP: refused";
 }
 
@@ -393,13 +398,12 @@ static void spindle_png_set_metadata(png_structp png, png_infop info, const spin
       if (declared >= 132 && declared < length) length = declared;
     }
     const spindle_png_messages *messages = png_get_error_ptr(png);
-    int warnings_before = messages->warning_count;
+    int warnings_before = messages->warning_total;
     png_set_iCCP(png, info, metadata->icc_name != NULL && metadata->icc_name[0] ? metadata->icc_name : "ICC profile",
                  PNG_COMPRESSION_TYPE_BASE, metadata->icc, (png_uint_32)length);
     if (!png_get_valid(png, info, PNG_INFO_iCCP)) {
-      // libpng's reason is the warning png_set_iCCP gave, if any (and if there was room to keep it).
-      const char *reason = messages->warning_count > warnings_before ? messages->warnings[messages->warning_count - 1]
-                                                                     : "no reason given";
+      // libpng's reason is the warning png_set_iCCP gave, if any.
+      const char *reason = messages->warning_total > warnings_before ? messages->last_warning : "no reason given";
       size_t used = strlen(notes);
       snprintf(notes + used, capacity - used, "the ICC profile was left out: libpng refused it (libpng: %s)\n",
                reason);

@@ -114,6 +114,26 @@ import Testing
       ])
   }
 
+  /// helper-51's review: libpng's first eight warnings are kept; the ninth bad chunk on was left out without a word,
+  /// and a refused profile after them was named without its reason.
+  @Test func warningsPastTheKeptOnesAreCountedAndAProfileKeepsItsReason() throws {
+    var chunks: [UInt8] = []
+    for index in 0..<12 {
+      var chunk = TestImages.chunk("tEXt", CodecReviewTests.textChunk("tEXt", "Note\(index)", "hello").1)
+      chunk[chunk.count - 1] ^= 0xFF
+      chunks += chunk
+    }
+    let profile = PhotoFixtures.iccProfile(size: 512)
+    chunks += TestImages.chunk("iCCP", Array("ICC profile".utf8) + [0, 0] + TestImages.zlibStored(profile))
+    let png = try ImageEncoder(format: .png).encode(TestImages.picture(width: 4, height: 4, layout: .gray))
+    var warnings: [String] = []
+    _ = try decoder.decode(Array(png.prefix(33)) + chunks + Array(png.dropFirst(33)), warnings: &warnings)
+    #expect(warnings.filter { $0.hasPrefix("the tEXt chunk was left out") }.count == 8, "\(warnings)")
+    #expect(warnings.contains { $0.hasPrefix("libpng gave 5 more warnings than are kept here") }, "\(warnings)")
+    let icc = try #require(warnings.first { $0.hasPrefix("the ICC profile (iCCP chunk) was left out") })
+    #expect(icc.contains("libpng: iCCP: ") && !icc.contains("iCCP: refused"), "\(icc)")
+  }
+
   @Test func anICCProfileLibpngRefusesOnReadIsReported() throws {
     // An RGB profile in a gray PNG, its CRC sound: libpng leaves it out.
     let profile = PhotoFixtures.iccProfile(size: 512)

@@ -82,6 +82,10 @@ const uint8_t *spindle_png_decoder_icc(const spindle_png_decoder *decoder, size_
 /// ("tEXt: CRC error"). Valid until destroy.
 int spindle_png_decoder_warning_count(const spindle_png_decoder *decoder);
 
+/// The number of warnings libpng gave in all, kept or not (more than spindle_png_decoder_warning_count when some
+/// were not kept).
+int spindle_png_decoder_warning_total(const spindle_png_decoder *decoder);
+
 /// Warning `index` in libpng's words (the chunk first: "zTXt: CRC error"); NULL past the end.
 const char *spindle_png_decoder_warning(const spindle_png_decoder *decoder, int index);
 

@@ -314,6 +314,12 @@ public struct ImageDecoder: Sendable {
         lines.append("a \(chunk) text chunk was left out: libpng refused it (libpng: \(warning))")
       }
     }
+    let unkept = Int(spindle_png_decoder_warning_total(decoder) - spindle_png_decoder_warning_count(decoder))
+    if unkept > 0 {
+      lines.append(
+        "libpng gave \(unkept) more warning\(unkept == 1 ? "" : "s") than are kept here: more chunks may have been left out"
+      )
+    }
     if let text = spindle_png_decoder_dropped_icc(decoder) {
       let warning = String(cString: text)
       if !warning.hasSuffix(": CRC error") {
