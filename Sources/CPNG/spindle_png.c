@@ -86,13 +86,16 @@ static void spindle_png_read(png_structp png, png_bytep out, size_t count) {
 static size_t spindle_png_usable_length(const uint8_t *data, size_t length, int *has_iccp) {
   size_t offset = 8;
   *has_iccp = 0;
+  // Bytes after IEND are not part of the image (libpng never reads them): an iCCP chunk there is no profile left out.
+  int ended = 0;
   while (offset + 8 <= length) {
     uint32_t chunk = (uint32_t)data[offset] << 24 | (uint32_t)data[offset + 1] << 16 | (uint32_t)data[offset + 2] << 8 |
                      (uint32_t)data[offset + 3];
     if (chunk > 0x7fffffffu) return length;  // libpng refuses it before allocating
     int idat = memcmp(data + offset + 4, "IDAT", 4) == 0;
     if ((size_t)chunk + 12 > length - offset) return idat ? length : offset;
-    if (memcmp(data + offset + 4, "iCCP", 4) == 0) *has_iccp = 1;
+    if (!ended && memcmp(data + offset + 4, "iCCP", 4) == 0) *has_iccp = 1;
+    if (memcmp(data + offset + 4, "IEND", 4) == 0) ended = 1;
     offset += (size_t)chunk + 12;
   }
   return length;

@@ -134,6 +134,16 @@ import Testing
     #expect(icc.contains("libpng: iCCP: ") && !icc.contains("iCCP: refused"), "\(icc)")
   }
 
+  /// helper-51's review: an iCCP chunk in bytes after IEND (which libpng never reads) was reported as a profile left
+  /// out, "iCCP: refused".
+  @Test func anICCPChunkAfterTheEndIsNotReportedAsLeftOut() throws {
+    let iccp = TestImages.chunk("iCCP", Array("ICC profile".utf8) + [0, 0] + TestImages.zlibStored([1, 2, 3]))
+    let png = try ImageEncoder(format: .png).encode(TestImages.picture(width: 4, height: 4, layout: .gray))
+    var warnings: [String] = []
+    _ = try decoder.decode(png + iccp, warnings: &warnings)
+    #expect(warnings.isEmpty, "\(warnings)")
+  }
+
   @Test func anICCProfileLibpngRefusesOnReadIsReported() throws {
     // An RGB profile in a gray PNG, its CRC sound: libpng leaves it out.
     let profile = PhotoFixtures.iccProfile(size: 512)
