@@ -104,28 +104,12 @@ import TiltShift
     #expect(Self.names(in: decomposedFolder) == [Array("p2-tiltshift.jpg".utf8)])
   }
 
-  /// Runs `script` with `sh -c`, `$0` being the `spindle` binary, in `folder`: Foundation's Process passes arguments
-  /// as UTF-8 text, so the shell makes the raw bytes (`$(printf '\377')`).
-  static func runThroughShell(_ script: String, in folder: URL) async throws -> CLIResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script, CLI.binary.path]
-    process.currentDirectoryURL = folder
-    process.environment = ["NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    return await CLI.wait(process, out, err)
-  }
-
   @Test func aTraceFileNameThatIsNotUTF8IsRefusedBeforeTheRun() async throws {
     let root = try CLI.temporaryFolder()
     defer { try? FileManager.default.removeItem(at: root) }
     try Data(Self.photo(.jpeg, seed: 9)).write(to: root.appendingPathComponent("a.jpg"))
 
-    let result = try await Self.runThroughShell(
+    let result = try await CLI.runThroughShell(
       #"exec "$0" tiltshift a.jpg -o out --trace "$(printf 't\377.json')""#, in: root)
 
     #expect(result.status == 2, "\(result.stderr)")
@@ -142,7 +126,7 @@ import TiltShift
       Self.photo(.jpeg, seed: 5),
       toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFF, 0x2E, 0x6A, 0x70, 0x67])
     try Self.write([1, 2, 3], toPathBytes: Array(root.path.utf8) + [UInt8(ascii: "/"), 0xFE, 0x2E, 0x6A, 0x70, 0x67])
-    let result = try await Self.runThroughShell(
+    let result = try await CLI.runThroughShell(
       #"exec "$0" tiltshift "$(printf '\377.jpg')" "$(printf '\376.jpg')" -o out"#, in: root)
 
     #expect(result.status == 1, "the damaged one fails: \(result.stderr)")

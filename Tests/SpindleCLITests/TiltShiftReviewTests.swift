@@ -108,20 +108,8 @@ import Testing
     let gone = root.appendingPathComponent("gone")
     try FileManager.default.createDirectory(at: gone, withIntermediateDirectories: false)
     // The shell enters the folder, removes it, and only then becomes spindle: its working folder no longer exists.
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = [
-      "-c", "cd \"$1\" && rmdir \"$1\" && exec \"$2\" tiltshift \"$3\" -o relative-out", "sh", gone.path,
-      CLI.binary.path, photo.path,
-    ]
-    process.environment = ProcessInfo.processInfo.environment.merging(["NO_COLOR": "1"]) { $1 }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let result = await CLI.wait(process, out, err, timeout: 120)
+    let result = try await CLI.runThroughShell(
+      "cd gone && rmdir \"$PWD\" && exec \"$0\" tiltshift '\(photo.path)' -o relative-out", in: root)
     #expect(result.status == 1, "\(result.status) \(result.stderr)")
     #expect(result.stderr.contains("cannot create output folder relative-out"), "\(result.stderr)")
   }

@@ -55,6 +55,23 @@ enum CLI {
     return await wait(process, out, err, timeout: timeout)
   }
 
+  /// Runs `script` with `sh -c`, `$0` being the `spindle` binary, in `folder`: for what Foundation's Process cannot
+  /// do itself, such as arguments of raw bytes (Process passes UTF-8 text; the shell makes them with
+  /// `$(printf '\377')`) or a working folder removed before the tool starts.
+  static func runThroughShell(_ script: String, in folder: URL) async throws -> CLIResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", script, binary.path]
+    process.currentDirectoryURL = folder
+    process.environment = ["NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    return await wait(process, out, err)
+  }
+
   /// Polls `condition` every 2 ms on a thread of its own until it holds or `process` ends (at most `seconds`);
   /// if it held while the process still ran, runs `action` on that thread at once (send a signal, remove a
   /// folder) and returns true.
