@@ -408,8 +408,8 @@ extension Isolated where Value: Sendable {
   ///
   /// Swift allocates the context of an escaping closure that captures values before the call, whether or not the
   /// closure is ever stored; in `spindle bench isolation` that allocation makes ``writeAsync(_:)`` with a capturing
-  /// closure cost about 4x a ``write(_:)``. Pass what the write needs as `argument` and keep `body` free of
-  /// captures: when the lock is free, nothing is allocated and the write costs about what ``write(_:)`` costs; only
+  /// closure cost about 4x a `write(_:)`. Pass what the write needs as `argument` and keep `body` free of
+  /// captures: when the lock is free, nothing is allocated and the write costs about what `write(_:)` costs; only
   /// a write that has to be queued packs `body` and `argument` into one allocation. The guarantees are those of
   /// ``writeAsync(_:)``: any read or write that starts after this returns, on any thread, observes the change, and
   /// asynchronous writes apply in the order they were issued, whichever form issued them.

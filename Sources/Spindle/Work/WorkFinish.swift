@@ -2,7 +2,7 @@ import Synchronization
 
 /// The completion handle a callback body receives: call it once with the value, a `Result` or an error.
 ///
-/// A callback body (``WorkQueue/addCallback(name:priority:dependencies:_:)``) keeps its queue slot until
+/// A callback body (``WorkQueue/addCallback(name:priority:qos:dependencies:condition:delay:timeout:retry:exclusive:_:)``) keeps its queue slot until
 /// `finish` is called, from any thread. When `finish` is called before the body returns, the same worker
 /// completes the work and goes on with the next item (no thread hop). Calling `finish` more than once is a
 /// programmer error: the extra call is ignored and reported through ``WorkQueue/misuseHandler`` (by default a

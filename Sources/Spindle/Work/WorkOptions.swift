@@ -4,7 +4,7 @@ import Dispatch
 /// errors are worth another attempt.
 ///
 /// Waiting between attempts holds no slot and no thread. Cancelling the work stops the retrying; a timeout
-/// (`timeout:`) ends it too. Each new attempt is visible to observers as a ``WorkEvent/retrying(_:attempt:error:)``
+/// (`timeout:`) ends it too. Each new attempt is visible to observers as a ``WorkEvent/Kind/retrying(attempt:error:)``
 /// event.
 ///
 /// ```swift

@@ -850,6 +850,11 @@ extension WorkQueue {
   ///   - priority: The order among ready work of this queue (first in, first out within a priority).
   ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - dependencies: Work to wait for without receiving its value (ordering only).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: Starts the work and arranges for `finish` to be called.
   /// - Returns: The work item.
   // Inlinable, as `add`: specialized in the caller, the erased body captures nothing and the typed body is stored
@@ -894,7 +899,7 @@ extension WorkQueue {
 
   /// Adds work with a callback-style body that receives the value of `a` once it finished.
   ///
-  /// Like ``addCallback(name:priority:dependencies:_:)``; if `a` fails or is cancelled, this work ends the
+  /// Like ``addCallback(name:priority:qos:dependencies:condition:delay:timeout:retry:exclusive:_:)``; if `a` fails or is cancelled, this work ends the
   /// same way without running.
   ///
   /// - Parameters:
@@ -903,6 +908,11 @@ extension WorkQueue {
   ///   - qos: The quality of service of an `async` body's task (on Linux, threads have none).
   ///   - a: The dependency whose value the body receives.
   ///   - dependencies: More work to wait for without receiving its value (ordering only).
+  ///   - condition: Checked when the work is about to start: run, skip or fail (see ``WorkCondition``).
+  ///   - delay: Start no earlier than this long after adding (no slot or thread is held while waiting).
+  ///   - timeout: Fail with ``WorkTimeoutError`` (and cancel the body) if an attempt runs longer.
+  ///   - retry: Try failed work again (see ``WorkRetry``).
+  ///   - exclusive: A key: work with the same key never runs at the same time, on any queue.
   ///   - body: Starts the work with the value of `a` and arranges for `finish` to be called.
   /// - Returns: The work item.
   @discardableResult

@@ -114,7 +114,7 @@ public struct ImageMetadata: Sendable, Equatable {
   /// JPEG COM comments (PNG output writes them as `Comment` text).
   ///
   /// A COM marker names no encoding: its bytes read as UTF-8 when they are valid UTF-8, else as Latin-1. The bytes
-  /// themselves are kept (``commentBytes``), and a comment left as it was is written back byte for byte; a comment
+  /// themselves are kept (`commentBytes`), and a comment left as it was is written back byte for byte; a comment
   /// set or changed here is written as UTF-8. A comment over 65,533 bytes takes several COM markers, all full but
   /// the last; reading, a full COM marker is continued by the COM marker after it.
   public var comments: [String] {
