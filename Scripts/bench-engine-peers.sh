@@ -12,7 +12,8 @@
 # together, 100,000 nodes (10,000 with --quick): independent items, a chain, fan-in N -> 1, and a seeded random
 # DAG with up to 4 edges per node (the same graph on both sides; the edge counts are checked). The table
 # shows the median over the rounds of each contender's ns per node and the ratio of those medians, plus the
-# Dispatch and task-group peers, the async/callback ratios and the peak thread counts of `spindle bench engine`.
+# Dispatch and task-group peers, WorkQueue built suspended then resumed (the peer's shape: build, then run) against
+# oneTBB, the async/callback ratios and the peak thread counts of `spindle bench engine`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -200,6 +201,21 @@ for key, prefix, label in workloads:
     group = median(find(prefix, "withTaskGroup"))
     print(f"| {label} | {ns(median(queue))} | {ns(median(peer))} | {ratio(median(queue), median(peer))} "
           f"({spread(queue, peer)}) | {ns(dispatch)} | {ns(group)} |")
+# oneTBB builds its whole graph and then starts it; WorkQueue's rows above add to a running queue, where the adding
+# thread and the worker share each item as it is made. The suite's "built suspended then resumed" rows have the
+# peer's shape: build, then run.
+suspended = [(key, prefix, label) for key, prefix, label in workloads
+             if find(prefix, "WorkQueue, built suspended then resumed")]
+if suspended:
+    print()
+    print("Built first, then run (the peer's shape: WorkQueue suspended while the graph is added, then resumed):")
+    print()
+    print("| Workload | WorkQueue, built suspended | oneTBB flow graph | WorkQueue ÷ oneTBB (rounds) |")
+    print("| --- | --- | --- | --- |")
+    for key, prefix, label in suspended:
+        queue, peer = find(prefix, "WorkQueue, built suspended then resumed"), tbb[key]
+        print(f"| {label} | {ns(median(queue))} | {ns(median(peer))} | {ratio(median(queue), median(peer))} "
+              f"({spread(queue, peer)}) |")
 print()
 print("| Row | WorkQueue ns/item | Peer ns/item | WorkQueue ÷ peer (rounds) | Goal |")
 print("| --- | --- | --- | --- | --- |")
