@@ -203,6 +203,10 @@ def main():
             if log:
                 log.write(text)
                 log.flush()
+            # Every process under the command, found before any is stopped: `swift test` starts the test bundle in a
+            # process group of its own, so stopping the command's group left a hung bundle running (seen here: a
+            # ThreadSanitizer run's bundle outlived its CI run and the next one).
+            below = descendants(process.pid)
             try:
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(timeout=30)
@@ -212,6 +216,11 @@ def main():
                 except ProcessLookupError:
                     pass
             process.wait()
+            for pid in below:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             return 124
     reader.join(timeout=5)
     return process.returncode
