@@ -58,6 +58,12 @@ public struct ImageEncoder: Sendable {
 
   /// Encodes `image` as ``encode(_:)`` does; metadata the output could not keep (an ICC profile libpng refuses, a
   /// gray profile on pixels that became RGB) is appended to `warnings`, one line each.
+  ///
+  /// ```swift
+  /// var warnings: [String] = []
+  /// let png = try ImageEncoder(format: .png).encode(photo, warnings: &warnings)
+  /// for warning in warnings { print("warning: \(warning)") }  // e.g. the ICC profile was left out: …
+  /// ```
   public func encode(_ image: Image, warnings: inout [String]) throws(ImageError) -> [UInt8] {
     try format.checkFits(width: image.width, height: image.height)
     var output: UnsafeMutablePointer<UInt8>?

@@ -31,6 +31,11 @@ public enum ImageFormat: String, Sendable, Equatable, CaseIterable, CustomString
 
   /// The largest width or height that can be written in the format: for JPEG 65,500, libjpeg's limit (a little
   /// under the 65,535 its header's 16-bit sizes hold); nil for PNG, which has no such limit.
+  ///
+  /// ```swift
+  /// ImageFormat.jpeg.maxDimension  // 65_500
+  /// ImageFormat.png.maxDimension   // nil
+  /// ```
   public var maxDimension: Int? {
     switch self {
     case .jpeg: 65_500
@@ -40,6 +45,11 @@ public enum ImageFormat: String, Sendable, Equatable, CaseIterable, CustomString
 
   /// Throws ``ImageError/Kind/tooLargeForFormat(width:height:limit:format:)`` when a `width` × `height` image is
   /// wider or taller than the format stores (``maxDimension``), so that a batch can refuse it before decoding.
+  ///
+  /// ```swift
+  /// try ImageFormat.jpeg.checkFits(width: 70_000, height: 8)  // throws: too large for JPEG, write PNG
+  /// try ImageFormat.png.checkFits(width: 70_000, height: 8)   // returns
+  /// ```
   public func checkFits(width: Int, height: Int) throws(ImageError) {
     guard let limit = maxDimension, width > limit || height > limit else { return }
     throw ImageError(.tooLargeForFormat(width: width, height: height, limit: limit, format: self))
