@@ -5,7 +5,15 @@ import Foundation
 /// the tests running beside one another hold the two threads of the cooperative pool (which on Linux are also
 /// Dispatch's global threads) for longer. A bound only catches a hang: a correct run returns as soon as its
 /// condition holds, so a longer bound costs nothing; 60 s bounds were outlasted in loaded TSan runs.
+///
+/// Reading it also starts the ``StallProbe`` (once per process), since nearly every suite reads it early.
 package let hangBoundScale: Double = {
+  StallProbe.start()
+  return hangBoundScaleWithoutProbe
+}()
+
+/// ``hangBoundScale`` without starting the probe (for the probe itself).
+let hangBoundScaleWithoutProbe: Double = {
   let environment = ProcessInfo.processInfo.environment
   return environment["SPINDLE_EXPECT_TSAN"] == "1" || environment["SPINDLE_ASAN"] == "1" ? 4 : 1
 }()
