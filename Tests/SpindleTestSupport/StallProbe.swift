@@ -42,6 +42,7 @@ package enum StallProbe {
   }
 
   private static func run(_ state: Locked<ProbeState>) {
+    var traced = false
     while true {
       Thread.sleep(forTimeInterval: 1)
       let time = now()
@@ -50,6 +51,10 @@ package enum StallProbe {
       if !late.isEmpty {
         let paths = late.map { "\($0.path.rawValue) \(Int($0.waited)) s" }.joined(separator: ", ")
         report("STALL PROBE: jobs not run: \(paths)\n\(threadList())")
+        if !traced {
+          traced = true
+          backtraces()
+        }
       }
       if !recovered.isEmpty {
         let paths = recovered.map { "\($0.path.rawValue) after \(Int($0.waited)) s" }.joined(separator: ", ")
@@ -80,6 +85,27 @@ package enum StallProbe {
 
   private static func report(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
+  }
+
+  /// With `SPINDLE_STALL_PROBE_GDB=FILE`, the first report also writes a backtrace of every thread to FILE (gdb
+  /// attaches to the process for a moment), to see what the threads that hold the cores are doing.
+  private static func backtraces() {
+    guard let file = ProcessInfo.processInfo.environment["SPINDLE_STALL_PROBE_GDB"], !file.isEmpty,
+      FileManager.default.createFile(atPath: file, contents: nil),
+      let output = FileHandle(forWritingAtPath: file)
+    else { return }
+    let gdb = Process()
+    gdb.executableURL = URL(fileURLWithPath: "/usr/bin/gdb")
+    gdb.arguments = ["-p", "\(getpid())", "-batch", "-ex", "thread apply all bt 16"]
+    gdb.standardOutput = output
+    gdb.standardError = output
+    do {
+      try gdb.run()
+      gdb.waitUntilExit()
+    } catch {
+      report("STALL PROBE: gdb did not start: \(error)")
+    }
+    try? output.close()
   }
 
   /// Every thread of the process: id, name and state (`R` running, `S` sleeping, `D` in the kernel), from /proc.
