@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 // Workers: who runs bodies, on which thread.
 //
@@ -14,6 +15,25 @@ import Dispatch
 extension WorkEngine {
   /// How many times a worker with nothing to run checks for new ready work before it gives its slot back.
   static let lingerSpins = 256
+
+  /// How many of those checks come one after another before each further check yields the thread.
+  static let pureSpins = 16
+
+  /// How many workers of all queues may linger (spin and yield while watching for ready work) at once: one per
+  /// processor. A worker that finds them all taken looks a few more times, yielding its thread twice, and gives
+  /// its slot back.
+  ///
+  /// Lingering saves a sleep and a wake-up when work arrives a moment later, which only pays while the spinning
+  /// thread has a core to itself. Without this bound every idle worker of every queue lingered: in the package's
+  /// test run, with hundreds of queues alive at once, a thread dump caught 194 workers yielding in `linger` on two
+  /// cores, and the cooperative pool ran no job for 15–30 s at the start of each run (the stall probe's reports).
+  static let maxLingering = Platform.onlineProcessorCount
+
+  /// Workers lingering now, in the whole process (at most ``maxLingering``).
+  static let lingering = Atomic<Int>(0)
+
+  /// The most workers seen lingering at once in this process, for tests of ``maxLingering``.
+  package static let lingeringHighWater = Atomic<Int>(0)
 
   /// Starts items the scheduler gave slots to.
   ///
@@ -160,10 +180,16 @@ extension WorkEngine {
 
   /// Watches the ready count for a moment; returns the next item, or `nil` when the slot was given back.
   private func linger() -> AnyWork? {
-    for spin in 0..<Self.lingerSpins {
+    let lingering = Self.lingering.wrappingAdd(1, ordering: .relaxed).newValue
+    // Past the bound, a worker still looks a few times (two yields: the adding thread may be about to add, and
+    // a worker that gives its slot back just before makes the next `add` start another), then goes.
+    let spins = lingering <= Self.maxLingering ? Self.lingerSpins : Self.pureSpins + 2
+    if lingering <= Self.maxLingering { Self.lingeringHighWater.max(lingering, ordering: .relaxed) }
+    for spin in 0..<spins {
       if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) || hasIncoming { break }
-      if spin >= 16 { Platform.yieldThread() }
+      if spin >= Self.pureSpins { Platform.yieldThread() }
     }
+    Self.lingering.wrappingSubtract(1, ordering: .relaxed)
     let (step, starts) = withState { state in
       let step = state.scheduler.lingerEnded()
       let starts = state.scheduler.takeStarts()
