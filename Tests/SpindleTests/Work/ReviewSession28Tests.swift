@@ -91,7 +91,7 @@ struct ReviewSession28Tests {
         }
       }
       gate.open()
-      _ = eventually(within: 5) { order.list.count >= 3 }
+      _ = eventually(within: 60) { order.list.count >= 3 }
       hold.open(5)
       guard Self.drain([queue]) else {
         failures.append("round \(round): the queue never drained")
@@ -550,7 +550,7 @@ struct ReviewSession28Tests {
       let barrierAdded = DispatchSemaphore(value: 0)
       let barrier = Locked<Work<Void>?>(nil)
       DispatchQueue.global().async {
-        guard go.wait(timeout: .now() + 5) == .success else { return }
+        guard go.wait(timeout: .now() + 60) == .success else { return }
         barrier.withLock { $0 = queue.addBarrier(name: "B", barrierBody) }
         barrierAdded.signal()
       }
@@ -558,7 +558,7 @@ struct ReviewSession28Tests {
         hook = {
           guard armed.exchange(false, ordering: .relaxed) else { return }
           go.signal()
-          _ = barrierAdded.wait(timeout: .now() + 5)
+          _ = barrierAdded.wait(timeout: .now() + 60)
         }
       }
       armed.store(true, ordering: .relaxed)
@@ -567,7 +567,7 @@ struct ReviewSession28Tests {
       if armed.exchange(false, ordering: .relaxed) {
         // Never admitted through the hook: the barrier is added now, after the item.
         go.signal()
-        _ = barrierAdded.wait(timeout: .now() + 5)
+        _ = barrierAdded.wait(timeout: .now() + 60)
       }
       queue.engine.withState { _ in }  // registers the item (it may still be on `incoming`)
       return (gate, barrier.withLock { $0 }, item)
@@ -602,7 +602,7 @@ struct ReviewSession28Tests {
           }
           guard index < count else { return }
           arrived.signal()
-          _ = turns[index].wait(timeout: .now() + 5)
+          _ = turns[index].wait(timeout: .now() + 60)
         }
       }
       defer { queue.engine.admissionHook.withLock { $0 = nil } }
@@ -612,14 +612,14 @@ struct ReviewSession28Tests {
           items.withLock { $0[index] = work }
           done[index].signal()
         }
-        _ = arrived.wait(timeout: .now() + 5)
+        _ = arrived.wait(timeout: .now() + 60)
       }
       armed.store(false, ordering: .relaxed)
       let barrier = queue.addBarrier(name: "B", barrierBody)
       between()
       for index in 0..<count {
         turns[index].signal()
-        _ = done[index].wait(timeout: .now() + 5)
+        _ = done[index].wait(timeout: .now() + 60)
         queue.engine.withState { _ in }  // registers the item (it may still be on `incoming`)
       }
       let all = items.withLock { items in (0..<count).compactMap { items[$0] } }
@@ -740,7 +740,7 @@ struct ReviewSession28Tests {
       #expect(await awaiter.value == "CancellationError")
       #expect(!Self.isHeld(item, on: queue))
       #expect(queue.unfinishedCount == 2)
-      #expect(await eventually(within: 5) { watched == nil }, "the cancelled held item kept its body's captures")
+      #expect(await eventually(within: 60) { watched == nil }, "the cancelled held item kept its body's captures")
       gate.open()
       #expect(await offPool { Self.drain([queue]) })
       let ranNow = ran.load(ordering: .relaxed)
@@ -803,8 +803,8 @@ struct ReviewSession28Tests {
       queue = nil
       #expect(await awaiter.value == "CancellationError")
       gate.open()
-      #expect(await eventually(within: 5) { barrier?.state.isFinal == true })
-      #expect(await eventually(within: 5) { engine == nil }, "the engine of the dropped queue was never freed")
+      #expect(await eventually(within: 60) { barrier?.state.isFinal == true })
+      #expect(await eventually(within: 60) { engine == nil }, "the engine of the dropped queue was never freed")
     }
 
     /// A queue whose last handle goes (not suspended) while an item is held still runs it once the barrier ended.
@@ -910,7 +910,7 @@ struct ReviewSession28Tests {
       target.withLock { $0 = item }
       gate.open()
       // A wait that is not refused never ends: once G waits, X is cancelled (by the drain), which ends it.
-      _ = eventually(within: 3) { outcome.withLock { $0 } != nil }
+      _ = eventually(within: 60) { outcome.withLock { $0 } != nil }
       _ = Self.drain([queue], seconds: 2)
       #expect(outcome.withLock { $0 } == "refused")
     }
@@ -925,7 +925,7 @@ struct ReviewSession28Tests {
       let go = Atomic<Bool>(false)
       let outcome = Locked<String?>(nil)
       let a = p.add(name: "A") { () async -> Int in
-        _ = await eventually(within: 5) { go.load(ordering: .relaxed) }
+        _ = await eventually(within: 60) { go.load(ordering: .relaxed) }
         do {
           try await r.allFinished()
           outcome.withLock { $0 = "returned" }
@@ -942,7 +942,7 @@ struct ReviewSession28Tests {
       r.add(name: "Y", after: item) { $0 }
       go.store(true, ordering: .relaxed)
       // A wait that is not refused never ends: after a while everything is cancelled (by the drain), which ends it.
-      _ = await eventually(within: 3) { outcome.withLock { $0 } != nil }
+      _ = await eventually(within: 60) { outcome.withLock { $0 } != nil }
       _ = await offPool { Self.drain([p, q, r], seconds: 2) }
       #expect(outcome.withLock { $0 } == "refused")
     }
@@ -956,7 +956,7 @@ struct ReviewSession28Tests {
         queue, barrierBody: { order.run(1) },
         item: { queue.add(name: "X", delay: .milliseconds(5)) { order.run(2) } })
       #expect(Self.isHeld(item, on: queue))
-      let readyWhileHeld = eventually(within: 5) {
+      let readyWhileHeld = eventually(within: 60) {
         queue.engine.withState { $0.held[ObjectIdentifier(item)]?.ready == true }
       }
       #expect(readyWhileHeld, "the delay never ended")
@@ -978,11 +978,11 @@ struct ReviewSession28Tests {
           return group.add(dependencies: [first]) { ran.add(1, ordering: .relaxed) }
         }
       }
-      let ended = eventually(within: 5) { handle.state.isFinal }
+      let ended = eventually(within: 60) { handle.state.isFinal }
       #expect(ended)
       #expect(handle.state == .failed)
       // The members are cancelled just after the group's work failed (`fail(with:)`), and retired after that.
-      let letGo = eventually(within: 5) { queue.engine.withState { $0.held.isEmpty } }
+      let letGo = eventually(within: 60) { queue.engine.withState { $0.held.isEmpty } }
       #expect(letGo, "members still held after the group timed out")
       gate.open()
       #expect(Self.drain([queue]))
