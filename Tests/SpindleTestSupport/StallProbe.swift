@@ -96,7 +96,7 @@ package enum StallProbe {
     else { return }
     let gdb = Process()
     gdb.executableURL = URL(fileURLWithPath: "/usr/bin/gdb")
-    gdb.arguments = ["-p", "\(getpid())", "-batch", "-ex", "thread apply all bt 16"]
+    gdb.arguments = ["-p", "\(getpid())", "-batch", "-ex", "thread apply all bt 48"]
     gdb.standardOutput = output
     gdb.standardError = output
     do {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -79,7 +80,7 @@ private func spin(_ n: Int) -> Int {
   return x
 }
 
-@Suite struct IsolatedSequenceLockTests {
+@Suite(.offThePool) struct IsolatedSequenceLockTests {
   @Test func readsOfSmallPlainValuesTakeTheSequenceLockOthersTheMutex() {
     #expect(Isolated<Int>.usesSequenceLock)
     #expect(Isolated<Bool>.usesSequenceLock)

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SpindleTestSupport
 import Synchronization
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// Adversarial tests of WorkQueue's documented guarantees (written in a review of session 21's engine changes): random
 /// mixed graphs against a reference model, random control sequences, an exclusivity key and a cancel racing its
 /// `acquire`, cancelled barriers on suspended and dropped queues, and releases that must happen outside an item's lock.
-@Suite("Work: adversarial", .serialized)
+@Suite("Work: adversarial", .serialized, .offThePool)
 struct WorkAdversarialTests {
   struct Boom: Error, Equatable { var index: Int }
 
