@@ -52,7 +52,7 @@ import Testing
         found.update { $0 = s.sync { DeadlockError.catching { try c.syncChecked {} } } }
         done.signal()
       }
-      #expect(done.wait(timeout: .now() + 5) == .success)
+      #expect(done.wait(timeout: .now() + 60) == .success)
       let error = found.value
       #expect(error?.reason == .cycle)
       #expect(error?.heldQueue == "barrier-async.c")
@@ -96,7 +96,7 @@ import Testing
       found.update { $0 = s.sync { (try? c.syncChecked { 6 }) ?? -1 } }
       done.signal()
     }
-    #expect(done.wait(timeout: .now() + 5) == .success)
+    #expect(done.wait(timeout: .now() + 60) == .success)
     #expect(found.value == 6)
   }
 
@@ -113,8 +113,8 @@ import Testing
     }
     c.sync(flags: .barrier, execute: handOff)
     c.async(flags: .barrier, execute: handOff)
-    #expect(done.wait(timeout: .now() + 5) == .success)
-    #expect(done.wait(timeout: .now() + 5) == .success)
+    #expect(done.wait(timeout: .now() + 60) == .success)
+    #expect(done.wait(timeout: .now() + 60) == .success)
     #expect(found.value == [7, 7])
   }
 }

@@ -96,12 +96,12 @@ struct AwaitCheckTests {
       gate.wait(seconds: 10)
       return 2
     }
-    #expect(await eventually(within: 5) { b.state == .running })
+    #expect(await eventually(within: 60) { b.state == .running })
     _ = queue.add(name: "A") { () async -> Int in
       result.set(await Self.outcome(of: b))
       return 1
     }
-    #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
+    #expect(await eventually(within: 60) { ReviewSession23Tests.blockedWaits(queue) == 1 })
     gate.open()
     #expect(result.await() == "value 2")
     try await queue.allFinished()
@@ -137,7 +137,7 @@ struct AwaitCheckTests {
     second.resume()
     #expect(awaiting.wait(seconds: 5))
     // A's await is recorded before it suspends; give it the moment between the gate and the record.
-    #expect(await eventually(within: 5) { a.get.state == .running && Self.isRecorded(a.get, waitingFor: s.get) })
+    #expect(await eventually(within: 60) { a.get.state == .running && Self.isRecorded(a.get, waitingFor: s.get) })
     sGate.open()
     let sOutcome = sResult.await() ?? "hung"
     #expect(sOutcome.hasPrefix("refused:") && sOutcome.contains("each other"), "\(sOutcome)")
@@ -193,11 +193,11 @@ struct AwaitCheckTests {
       aResult.set(await Self.outcome(of: u))
       return 1
     }
-    #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
+    #expect(await eventually(within: 60) { ReviewSession23Tests.blockedWaits(queue) == 1 })
     a.cancel()
     let aOutcome = aResult.await() ?? "hung"
     #expect(aOutcome.hasPrefix("error:") && aOutcome.contains("Cancellation"), "\(aOutcome)")
-    #expect(await eventually(within: 5) { a.state.isFinal })
+    #expect(await eventually(within: 60) { a.state.isFinal })
     #expect(ReviewSession23Tests.blockedWaits(queue) == 0)
     let bResult = Slot()
     _ = queue.add(name: "B") { () -> Int in
@@ -290,17 +290,17 @@ struct AwaitCheckTests {
     x.set(second.add(name: "X") { 3 })
     first.resume()
     second.resume()
-    #expect(eventually(within: 5) { w.state == .running && b.state == .running })
+    #expect(eventually(within: 60) { w.state == .running && b.state == .running })
     if bodyWaitsFirst {
       bGate.open()
-      #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w) })
+      #expect(eventually(within: 60) { Self.isRecorded(b, waitingFor: w) })
       wGate.open()
       let outcome = wResult.await() ?? "hung"
       #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
       #expect(bResult.await() == "value 1")
     } else {
       wGate.open()
-      #expect(eventually(within: 5) { Self.isRecorded(w, waitingFor: x.get) })
+      #expect(eventually(within: 60) { Self.isRecorded(w, waitingFor: x.get) })
       bGate.open()
       let outcome = bResult.await() ?? "hung"
       #expect(outcome.hasPrefix("refused:") && outcome.contains("slots of a queue"), "\(outcome)")
@@ -339,9 +339,9 @@ struct AwaitCheckTests {
     x.set(second.add(name: "X", after: g) { $0 + 3 })
     first.resume()
     second.resume()
-    #expect(eventually(within: 5) { Self.isRecorded(b, waitingFor: w) })
+    #expect(eventually(within: 60) { Self.isRecorded(b, waitingFor: w) })
     wGate.open()
-    #expect(eventually(within: 5) { Self.isRecorded(w, waitingFor: x.get) })
+    #expect(eventually(within: 60) { Self.isRecorded(w, waitingFor: x.get) })
     xGate.open()
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { cGate.open() }
     #expect(wResult.await() == "value 3")

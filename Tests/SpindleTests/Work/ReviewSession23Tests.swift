@@ -66,14 +66,14 @@ struct ReviewSession23Tests {
     let f2 = queue.add(name: "F2", body("F2", 3, waitsFor: nil))
     t.set(queue.add(name: "T", body("T", 4, waitsFor: x)))
     queue.resume()
-    #expect(eventually(within: 5) { started.withLock { $0 } == ["W", "X", "F1", "F2"] })
+    #expect(eventually(within: 60) { started.withLock { $0 } == ["W", "X", "F1", "F2"] })
     gates[0].open()  // W waits for unstarted T
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 1 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 1 })
     gates[2].open()  // F1 ends: T starts
-    #expect(eventually(within: 5) { started.withLock { $0.contains("T") } })
+    #expect(eventually(within: 60) { started.withLock { $0.contains("T") } })
     #expect(try f1.wait() == 0)
     gates[4].open()  // T waits for running X
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 2 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 2 })
     gates[1].open()  // X waits for W: a cycle
     let xDone = DispatchSemaphore(value: 0)
     x.get.whenCompleteErased { xDone.signal() }
@@ -87,7 +87,7 @@ struct ReviewSession23Tests {
     #expect(try x.get.wait() == -1)
     #expect(try t.get.wait() == 0)
     #expect(try w.get.wait() == 1)
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 0 })
   }
 
   /// Width 3. T (with retries) waits for running W; then W waits for T, which is running (its body waits for W) but
@@ -114,9 +114,9 @@ struct ReviewSession23Tests {
         do { return try w.get.wait() + 10 } catch is WorkDeadlockError { return -10 }
       })
     queue.resume()
-    #expect(eventually(within: 5) { started.withLock { $0 } == ["W", "T"] })
+    #expect(eventually(within: 60) { started.withLock { $0 } == ["W", "T"] })
     tGate.open()
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 1 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 1 })
     wGate.open()
     let wDone = DispatchSemaphore(value: 0)
     w.get.whenCompleteErased { wDone.signal() }
@@ -161,20 +161,20 @@ struct ReviewSession23Tests {
         return 5
       })
     queue.resume()
-    #expect(eventually(within: 5) { started.withLock { $0 } == ["W", "N", "D"] })
+    #expect(eventually(within: 60) { started.withLock { $0 } == ["W", "N", "D"] })
     gates[0].open()  // W waits for unstarted T
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 1 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 1 })
     gates[2].open()  // D ends: T starts
     #expect(try d.wait() == 0)
-    #expect(eventually(within: 5) { started.withLock { $0.contains("T") } })
+    #expect(eventually(within: 60) { started.withLock { $0.contains("T") } })
     queue.maxConcurrent = 2
     u.set(queue.add(name: "U") { 7 })
     gates[1].open()  // N waits for unstarted U
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 2 || n.state.isFinal })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 2 || n.state.isFinal })
     gates[3].open()  // T ends, then W; U gets a slot
     #expect(try w.wait() == 6)
     #expect(try n.wait() == 107, "N's wait for U was refused, yet it would have ended")
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 0 })
   }
 
   // MARK: - Work.wait(): a model of the wait graph
@@ -404,7 +404,7 @@ struct ReviewSession23Tests {
       let done = Self.finishes(within: 5) { queue.waitUntilAllFinished() }
       #expect(done, "\(context): the queue did not finish")
       guard done else { continue }
-      #expect(eventually(within: 5) { Self.blockedWaits(queue) == 0 && queue.runningCount == 0 }, "\(context)")
+      #expect(eventually(within: 60) { Self.blockedWaits(queue) == 0 && queue.runningCount == 0 }, "\(context)")
     }
     print(
       "ReviewSession23Tests: the wait check against the model: \(allowed) allowed, \(refused) refused (seed \(seed))")
@@ -543,10 +543,10 @@ struct ReviewSession23Tests {
       }
       // `wait()` can return a moment before the queue retired the work (which releases its key).
       for item in items {
-        let released = await eventually(within: 5) { !ExclusivityRegistry.shared.isHeld(key, by: item) }
+        let released = await eventually(within: 60) { !ExclusivityRegistry.shared.isHeld(key, by: item) }
         #expect(released, "round \(round) (seed \(seed)): \(item.name ?? "") kept the key")
       }
-      #expect(await eventually(within: 5) { queues.allSatisfy { $0.runningCount == 0 && $0.unfinishedCount == 0 } })
+      #expect(await eventually(within: 60) { queues.allSatisfy { $0.runningCount == 0 && $0.unfinishedCount == 0 } })
       for item in items {
         let name = item.name ?? ""
         let finishedSeen = await eventually(within: 5) { log.withLock { $0[name]?.last == .finished } }
@@ -670,7 +670,7 @@ struct ReviewSession23Tests {
       Self.waitingBody(after: gate) {
         if forTheBarrier { try barrierBox.get.wait() } else { _ = try target.get.wait() }
       })
-    #expect(eventually(within: 5) { a.state == .running })
+    #expect(eventually(within: 60) { a.state == .running })
     let barrier = queue.addBarrier(name: "barrier") {}
     barrierBox.set(barrier)
     let x = queue.add(name: "X") { 1 }
@@ -712,11 +712,11 @@ struct ReviewSession23Tests {
       })
     queue.resume()
     // T is added once H holds the key: it waits in the key's line.
-    #expect(eventually(within: 5) { h.state == .running && w.get.state == .running })
+    #expect(eventually(within: 60) { h.state == .running && w.get.state == .running })
     t.set(queue.add(name: "T", exclusive: key) { 1 })
-    #expect(eventually(within: 5) { t.get.state == .pending && queue.runningCount == 2 })
+    #expect(eventually(within: 60) { t.get.state == .pending && queue.runningCount == 2 })
     hGate.open()
-    #expect(eventually(within: 5) { Self.blockedWaits(queue) == 1 })
+    #expect(eventually(within: 60) { Self.blockedWaits(queue) == 1 })
     wGate.open()
     let done = DispatchSemaphore(value: 0)
     w.get.whenCompleteErased { done.signal() }
@@ -743,7 +743,7 @@ struct ReviewSession23Tests {
     a.set(first.add(name: "A") { () -> Int in (try? b.get.wait()) == nil ? -2 : 1 })
     b.set(second.add(name: "B", Self.waitingBody(after: gate) { _ = try a.get.wait() }))
     first.resume()
-    #expect(eventually(within: 5) { Self.bodyWaits(of: a.get) == 1 })
+    #expect(eventually(within: 60) { Self.bodyWaits(of: a.get) == 1 })
     gate.open()
     let message = try Self.refusal(of: b.get, release: a.get)
     #expect(message.contains("bodies would wait for each other"), "\(message)")
@@ -768,7 +768,7 @@ struct ReviewSession23Tests {
     c.set(queues[2].add(name: "C", Self.waitingBody(after: gate) { _ = try d.get.wait() }))
     queues[0].resume()
     queues[1].resume()
-    #expect(eventually(within: 5) { Self.bodyWaits(of: a.get) == 1 && Self.bodyWaits(of: b.get) == 1 })
+    #expect(eventually(within: 60) { Self.bodyWaits(of: a.get) == 1 && Self.bodyWaits(of: b.get) == 1 })
     gate.open()
     let message = try Self.refusal(of: c.get, release: d.get)
     #expect(message.contains("dependencies") && message.contains("bodies waiting"), "\(message)")

@@ -129,9 +129,9 @@ struct ReviewSession24Tests {
       }
     }
     queue.resume()
-    #expect(eventually(within: 5) { c.state == .running })
+    #expect(eventually(within: 60) { c.state == .running })
     x.set(other.add(name: "X", exclusive: key) { 2 })
-    #expect(eventually(within: 5) { x.get.state == .pending })
+    #expect(eventually(within: 60) { x.get.state == .pending })
     xAdded.open()
     let outcome = result.await()
     #expect(outcome == "value 2", "\(outcome ?? "no outcome")")
@@ -274,7 +274,7 @@ struct ReviewSession24Tests {
     }
     x.set(queue.add(name: "X", dependencies: [w]) { 1 })
     queue.resume()
-    #expect(eventually(within: 5) { w.state == .running })
+    #expect(eventually(within: 60) { w.state == .running })
     x.get.cancel()
     gate.open()
     let outcome = result.await()
@@ -351,7 +351,7 @@ struct ReviewSession24Tests {
       hGate.wait(seconds: 10)
       return 0
     }
-    #expect(eventually(within: 5) { h.state == .running })
+    #expect(eventually(within: 60) { h.state == .running })
     x.set(
       other.add(name: "X", exclusive: key) { () -> Int in
         xGate.wait(seconds: 10)
@@ -361,14 +361,14 @@ struct ReviewSession24Tests {
       first.set(Self.outcome(of: x.get))
       return 0
     }
-    #expect(eventually(within: 5) { w1.state == .running && x.get.state == .pending })
+    #expect(eventually(within: 60) { w1.state == .running && x.get.state == .pending })
     hGate.open()
-    #expect(eventually(within: 5) { x.get.state == .running })
+    #expect(eventually(within: 60) { x.get.state == .running })
     let w2 = queue.add(name: "W2") { () -> Int in
       second.set(Self.outcome(of: x.get))
       return 0
     }
-    #expect(eventually(within: 5) { w2.state == .running })
+    #expect(eventually(within: 60) { w2.state == .running })
     xGate.open()
     #expect(first.await() == "value 1")
     #expect(second.await() == "value 1")
@@ -392,7 +392,7 @@ struct ReviewSession24Tests {
       result.set(Self.outcome(of: f.get))
       return 0
     }
-    #expect(eventually(within: 5) { barrier.state.isFinal && w.state == .running })
+    #expect(eventually(within: 60) { barrier.state.isFinal && w.state == .running })
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
     #expect(result.await() == "value 2")
   }
@@ -410,7 +410,7 @@ struct ReviewSession24Tests {
       if attempt < 3 { throw Again() }
       return 5
     }
-    #expect(eventually(within: 5) { attempts.withLock { $0 } >= 1 })
+    #expect(eventually(within: 60) { attempts.withLock { $0 } >= 1 })
     let result = Slot()
     _ = queue.add(name: "W") { () -> Int in
       result.set(Self.outcome(of: r))
@@ -441,8 +441,8 @@ struct ReviewSession24Tests {
     z.set(queue.add(name: "Z", dependencies: [w]) { 1 })
     y.set(other.add(name: "Y") { (try? z.get.wait()) ?? -1 })
     queue.resume()
-    #expect(eventually(within: 5) { y.get.state == .running && w.state == .running })
-    #expect(eventually(within: 5) { AwaitCheckTests.isRecorded(y.get, waitingFor: z.get) })
+    #expect(eventually(within: 60) { y.get.state == .running && w.state == .running })
+    #expect(eventually(within: 60) { AwaitCheckTests.isRecorded(y.get, waitingFor: z.get) })
     wGate.open()
     let outcome = result.await(within: 2)
     if outcome == nil { z.get.cancel() }
@@ -683,7 +683,7 @@ struct ReviewSession24Tests {
       #expect(done, "\(context): the queue did not finish")
       guard done else { continue }
       #expect(
-        eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 0 && queue.runningCount == 0 },
+        eventually(within: 60) { ReviewSession23Tests.blockedWaits(queue) == 0 && queue.runningCount == 0 },
         "\(context)")
     }
     print("ReviewSession24Tests: dependencies and barriers: \(allowed) allowed, \(refused) refused (seed \(seed))")

@@ -63,11 +63,11 @@ struct ReviewSession25Tests {
       }
     }
     queue.resume()
-    #expect(await eventually(within: 5) { a.state == .running })
+    #expect(await eventually(within: 60) { a.state == .running })
     a.cancel()
     let outcome = result.await() ?? "hung"
     #expect(outcome == "CancellationError", "\(outcome)")
-    #expect(await eventually(within: 5) { a.state.isFinal })
+    #expect(await eventually(within: 60) { a.state.isFinal })
     #expect(a.state == .cancelled)
     #expect(try await later.value == 2)
   }
@@ -87,11 +87,11 @@ struct ReviewSession25Tests {
         throw error
       }
     }
-    #expect(await eventually(within: 5) { a.state == .running })
+    #expect(await eventually(within: 60) { a.state == .running })
     a.cancel()
     let outcome = result.await() ?? "hung"
     #expect(outcome == "CancellationError", "\(outcome)")
-    #expect(await eventually(within: 5) { a.state.isFinal })
+    #expect(await eventually(within: 60) { a.state.isFinal })
     #expect(a.state == .cancelled)
   }
 
@@ -130,7 +130,7 @@ struct ReviewSession25Tests {
       })
     second.resume()
     first.resume()
-    #expect(await eventually(within: 5) { AwaitCheckTests.isRecorded(a.get, waitingFor: x.get) })
+    #expect(await eventually(within: 60) { AwaitCheckTests.isRecorded(a.get, waitingFor: x.get) })
     // Hold A's executor: its task, resumed by the cancellation, waits for it.
     Task(executorPreference: Self.paused) {
       held.open()
@@ -178,8 +178,8 @@ struct ReviewSession25Tests {
       DispatchQueue.concurrentPerform(iterations: 2) { index in
         if index == 0 { gate.open() } else { a.cancel() }
       }
-      #expect(await eventually(within: 5) { a.state.isFinal && u.state.isFinal })
-      #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 0 }, "round \(round)")
+      #expect(await eventually(within: 60) { a.state.isFinal && u.state.isFinal })
+      #expect(await eventually(within: 60) { ReviewSession23Tests.blockedWaits(queue) == 0 }, "round \(round)")
       #expect(!Self.hasBodyWaits(a), "round \(round)")
     }
     // Both slots free: a body awaiting unstarted work of the queue is one stuck body of two, allowed.
@@ -194,7 +194,7 @@ struct ReviewSession25Tests {
       result.set(await AwaitCheckTests.outcome(of: u))
       return 0
     }
-    #expect(await eventually(within: 5) { ReviewSession23Tests.blockedWaits(queue) == 1 })
+    #expect(await eventually(within: 60) { ReviewSession23Tests.blockedWaits(queue) == 1 })
     gate.open()
     #expect(result.await() == "value 1")
   }
@@ -304,7 +304,7 @@ struct ReviewSession25Tests {
     queue.resume()
     let outcome = result.await() ?? "hung"
     #expect(outcome.hasPrefix("refused:") && outcome.contains("dependencies"), "\(outcome)")
-    #expect(await eventually(within: 5) { a.state.isFinal })
+    #expect(await eventually(within: 60) { a.state.isFinal })
     if case .failure(let error) = a.result {
       #expect(error is WorkDeadlockError, "\(error)")
     } else {
@@ -326,7 +326,7 @@ struct ReviewSession25Tests {
       keyResult.set(await AwaitCheckTests.outcome(of: k.get))
       return 1
     }
-    #expect(await eventually(within: 5) { h.state == .running })
+    #expect(await eventually(within: 60) { h.state == .running })
     k.set(other.add(name: "K", exclusive: key) { 2 })
     let keyOutcome = keyResult.await() ?? "hung"
     #expect(keyOutcome.hasPrefix("refused:") && keyOutcome.contains(key), "\(keyOutcome)")
@@ -344,7 +344,7 @@ struct ReviewSession25Tests {
       barrierResult.set(await AwaitCheckTests.outcome(of: f))
       return 1
     }
-    #expect(await eventually(within: 5) { e.state == .running })
+    #expect(await eventually(within: 60) { e.state == .running })
     DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { gate.open() }
     #expect(barrierResult.await() == "value 3")
   }

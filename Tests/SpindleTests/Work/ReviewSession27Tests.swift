@@ -273,7 +273,7 @@ struct ReviewSession27Tests {
       let barrierAdded = DispatchSemaphore(value: 0)
       let barrier = Locked<AnyWork?>(nil)
       DispatchQueue.global().async {
-        guard go.wait(timeout: .now() + 5) == .success else { return }
+        guard go.wait(timeout: .now() + 60) == .success else { return }
         barrier.withLock { $0 = queue.addBarrier { monitor.run(1, barrier: true, spin: 2_000) } }
         barrierAdded.signal()
       }
@@ -281,7 +281,7 @@ struct ReviewSession27Tests {
         hook = {
           guard armed.exchange(false, ordering: .relaxed) else { return }
           go.signal()
-          _ = barrierAdded.wait(timeout: .now() + 5)
+          _ = barrierAdded.wait(timeout: .now() + 60)
         }
       }
       defer { queue.engine.admissionHook.withLock { $0 = nil } }

@@ -80,14 +80,14 @@ struct WaitCheckLockTests {
       return 2
     }
     #expect(
-      eventually(within: 5) { heldW.withLock { $0.map { AwaitCheckTests.isRecorded(b, waitingFor: $0) } } ?? false })
+      eventually(within: 60) { heldW.withLock { $0.map { AwaitCheckTests.isRecorded(b, waitingFor: $0) } } ?? false })
     forC.set(b)
     let c = qC.add(name: "C") { () -> Int in
       cGate.wait(seconds: 10)
       return (try? forC.get.wait()) ?? -1
     }
     checker.set(c)
-    #expect(eventually(within: 5) { c.state == .running })
+    #expect(eventually(within: 60) { c.state == .running })
     qB.engine.criticalSectionHook.withLock {
       $0 = { _, _ in
         // Only C's walk, at B, once.
@@ -109,7 +109,7 @@ struct WaitCheckLockTests {
     #expect(bReleased.wait(seconds: 5))
     heldW.withLock { $0 = nil }
     testReleased.open()
-    #expect(eventually(within: 5) { deinitRan.withLock { $0 } })
+    #expect(eventually(within: 60) { deinitRan.withLock { $0 } })
     zGate.open()
     #expect(eventually(within: 10) { [b, c, p, z].allSatisfy { $0.state.isFinal } })
     #expect(hookFired.withLock { $0 }, "C's walk did not pass B")

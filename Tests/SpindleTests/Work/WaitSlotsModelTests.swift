@@ -202,18 +202,18 @@ struct WaitSlotsModelTests {
         return 4
       })
     e.resume()
-    #expect(eventually(within: 5) { a.state == .running && b.state == .running && x.get.state == .running })
+    #expect(eventually(within: 60) { a.state == .running && b.state == .running && x.get.state == .running })
     xGate.open()
-    #expect(eventually(within: 5) { AwaitCheckTests.isRecorded(x.get, waitingFor: u) })
+    #expect(eventually(within: 60) { AwaitCheckTests.isRecorded(x.get, waitingFor: u) })
     bGate.open()
-    #expect(eventually(within: 5) { AwaitCheckTests.isRecorded(b, waitingFor: x.get) })
+    #expect(eventually(within: 60) { AwaitCheckTests.isRecorded(b, waitingFor: x.get) })
     aGate.open()
     let outcome = aResult.await(within: 2)
     // A hang is ended by cancelling U: X's wait, then B's and A's, return.
     if outcome == nil { u.cancel() }
     #expect(outcome?.hasPrefix("refused:") == true, "\(outcome ?? "hung: the wait was allowed")")
     #expect(aResult.await(within: 5) != nil && bResult.await(within: 5) != nil && xResult.await(within: 5) != nil)
-    #expect(eventually(within: 5) { [a, b, u, x.get].allSatisfy { $0.state.isFinal } })
+    #expect(eventually(within: 60) { [a, b, u, x.get].allSatisfy { $0.state.isFinal } })
   }
 
   // MARK: - The engine, driven one gate at a time

@@ -743,7 +743,7 @@ extension WorkAdversarialTests {
     work.cancel()
     #expect(work.state == .cancelled)
     #expect(
-      await eventually(within: 5) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 },
+      await eventually(within: 60) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 },
       "variant \(variant): the cancelled work's body capture is alive while the handle is held")
     withExtendedLifetime(work) {}
     withExtendedLifetime(queue) {}
@@ -765,9 +765,9 @@ extension WorkAdversarialTests {
     queue.cancelAll()
     queue.resume()
     #expect(follower.state == .cancelled)
-    let ended = await eventually(within: 5) { Self.isFinal(barrier.state) }
+    let ended = await eventually(within: 60) { Self.isFinal(barrier.state) }
     #expect(ended, "barrier \(barrier.state), unfinished \(queue.unfinishedCount)")
-    #expect(await eventually(within: 5) { queue.unfinishedCount == 0 })
+    #expect(await eventually(within: 60) { queue.unfinishedCount == 0 })
   }
 
   /// The same through `WorkQueue.deinit`, which cancels what a suspended queue holds so that nothing waits for ever:
@@ -781,9 +781,9 @@ extension WorkAdversarialTests {
       let capture = Capture(releases, 0)
       barrier = queue.addBarrier { _ = capture }
     }
-    let ended = await eventually(within: 5) { Self.isFinal(barrier.state) }
+    let ended = await eventually(within: 60) { Self.isFinal(barrier.state) }
     #expect(ended, "barrier \(barrier.state)")
-    #expect(await eventually(within: 5) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 })
+    #expect(await eventually(within: 60) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 })
   }
 }
 
@@ -926,7 +926,7 @@ extension WorkAdversarialTests {
     }
     gate.open()
     #expect(await eventually(within: 30) { running.state == .finished })
-    let ended = await eventually(within: 5) { Self.isFinal(barrier.state) }
+    let ended = await eventually(within: 60) { Self.isFinal(barrier.state) }
     #expect(ended, "barrier \(barrier.state)")
   }
 

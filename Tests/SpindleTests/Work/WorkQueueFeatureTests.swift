@@ -403,7 +403,7 @@ struct WorkQueueFeatureTests {
     items[0].observe { event in perItem.withLock { $0.append("\(event.kind)") } }
     for item in items { _ = try await item.value }
     try await queue.allFinished()
-    #expect(await eventually(within: 5) { counts.withLock { $0["finished"] } == 100 })
+    #expect(await eventually(within: 60) { counts.withLock { $0["finished"] } == 100 })
     #expect(counts.withLock { $0["added"] } == 100)
     #expect(counts.withLock { $0["finished"] } == 100)
     #expect(counts.withLock { ($0["started"] ?? 0) <= 100 })
@@ -476,7 +476,7 @@ struct WorkQueueFeatureTests {
     let blocker = queue.add(name: "blocker") { gate.wait() }
     let child = queue.add(name: "child", dependencies: [blocker]) { 1 }
     #expect(child.dependencies.map(\.name) == ["blocker"])
-    #expect(await eventually(within: 5) { blocker.state == .running })
+    #expect(await eventually(within: 60) { blocker.state == .running })
     let report = String(reflecting: queue)
     #expect(report.contains("WorkQueue 'report': width 1, 1 running"))
     #expect(report.contains("pending 'child' (normal), waits for 'blocker'"))
@@ -650,7 +650,7 @@ struct WorkPriorityChangeTests {
     queue.add { order.withLock { $0.append("a") } }
     queue.add { order.withLock { $0.append("b") } }
     let late = queue.add(name: "late", priority: .low) { order.withLock { $0.append("late") } }
-    #expect(await eventually(within: 5) { blocker.state == .running })
+    #expect(await eventually(within: 60) { blocker.state == .running })
     late.priority = .veryHigh
     #expect(late.priority == .veryHigh)
     blocker.priority = .veryLow  // running: no effect on anything
