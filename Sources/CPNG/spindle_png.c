@@ -65,24 +65,12 @@ struct spindle_png_decoder {
   int has_iccp_chunk;
   /// Whether the chunks after the image data (and IEND) were read, so their metadata is known.
   int read_end;
-  /// The data's whole length (`length` may end earlier: see spindle_png_usable_length).
-  size_t full_length;
-  /// Set by the read function when the data ran out on a chunk header (8 bytes): where that header would start.
-  int eof_at_chunk_start;
-  size_t eof_offset;
-  /// After read_pixels: every row decoded and checked, only the end chunk (IEND) missing or cut.
-  int end_missing;
   char message[SPINDLE_PNG_MESSAGE + 32];
 };
 
 static void spindle_png_read(png_structp png, png_bytep out, size_t count) {
   spindle_png_decoder *decoder = png_get_io_ptr(png);
-  if (count > decoder->length - decoder->offset) {
-    // A chunk header (length and type, 8 bytes) that does not fit in what is left.
-    decoder->eof_at_chunk_start = count == 8;
-    decoder->eof_offset = decoder->offset;
-    png_error(png, "unexpected end of file (truncated PNG)");
-  }
+  if (count > decoder->length - decoder->offset) png_error(png, "unexpected end of file (truncated PNG)");
   memcpy(out, decoder->data + decoder->offset, count);
   decoder->offset += count;
 }
@@ -113,20 +101,10 @@ static size_t spindle_png_usable_length(const uint8_t *data, size_t length, int 
   return length;
 }
 
-/// Whether the bytes from the chunk header that did not fit to the end of the data (none, or fewer than a whole end
-/// chunk) are the start of an end chunk: length 0, type IEND, and its fixed CRC.
-static int spindle_png_rest_begins_iend(const spindle_png_decoder *decoder) {
-  static const uint8_t iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
-  if (decoder->eof_offset > decoder->full_length) return 0;
-  size_t rest = decoder->full_length - decoder->eof_offset;
-  return rest < sizeof iend && memcmp(decoder->data + decoder->eof_offset, iend, rest) == 0;
-}
-
 spindle_png_decoder *spindle_png_decoder_create(const uint8_t *data, size_t length) {
   spindle_png_decoder *decoder = calloc(1, sizeof(spindle_png_decoder));
   if (decoder == NULL) return NULL;
   decoder->data = data;
-  decoder->full_length = length;
   decoder->length = spindle_png_usable_length(data, length, &decoder->has_iccp_chunk);
   decoder->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &decoder->messages, spindle_png_error,
                                         spindle_png_warning);
@@ -234,18 +212,6 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
     // data it covers, even after the last row: the damage may be in any row.
     int checksum = strstr(decoder->messages.message, "IDAT: CRC error") != NULL ||
                    strstr(decoder->messages.message, "incorrect data check") != NULL;
-    // The image data ended (libpng reads it to the end of its zlib stream, checking each IDAT chunk's CRC, as
-    // part of the last row) and every row was decoded; then the data ran out where the next chunk would start,
-    // and what is left, if anything, begins an end chunk (IEND) cut short. So the file lacks only its end chunk
-    // (or the chunks after the image data too: nothing tells them apart, as with a JPEG lacking its EOI): the
-    // image is whole. Any chunk after the image data that the file does hold was read.
-    if (pixels_done && decoder->eof_at_chunk_start && truncated && spindle_png_rest_begins_iend(decoder)) {
-      decoder->end_missing = 1;
-      decoder->read_end = 1;
-      snprintf(decoder->message, sizeof decoder->message, "%s", decoder->messages.message);
-      decoder->stage = 2;
-      return SPINDLE_PNG_OK;
-    }
     if (checksum) {
       decoder->damage = status;
       decoder->damage_row = -1;
@@ -286,8 +252,6 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
   decoder->stage = 2;
   return SPINDLE_PNG_OK;
 }
-
-int spindle_png_decoder_end_missing(const spindle_png_decoder *decoder) { return decoder->end_missing; }
 
 int spindle_png_decoder_damage(const spindle_png_decoder *decoder, int *first_row) {
   *first_row = decoder->damage_row;

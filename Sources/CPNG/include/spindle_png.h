@@ -67,18 +67,13 @@ int spindle_png_decoder_read_header(spindle_png_decoder *decoder, uint64_t max_p
 /// Decodes all pixels into `pixels` (width*height*channels*bit_depth/8 bytes, rows top to bottom, no padding),
 /// then reads the chunks after the image data up to IEND.
 /// Data that ends early returns SPINDLE_PNG_TRUNCATED, other damage SPINDLE_PNG_CORRUPT; with `lenient` both
-/// return OK (rows not decoded are zero) and spindle_png_decoder_damage says so. Data that ends only where its end
-/// chunk (IEND) belongs, every row decoded and checked, returns OK: spindle_png_decoder_end_missing says so.
+/// return OK (rows not decoded are zero) and spindle_png_decoder_damage says so.
 int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixels, size_t capacity, int lenient);
 
 /// After read_pixels: 0 when the file was whole, else SPINDLE_PNG_TRUNCATED or SPINDLE_PNG_CORRUPT with
 /// `first_row` the first row not decoded (height when every row was, -1 for an interlaced image or a checksum that
 /// fails while the rows are read: the damage may be in any of them).
 int spindle_png_decoder_damage(const spindle_png_decoder *decoder, int *first_row);
-
-/// After read_pixels: 1 when every row was decoded and the image data checked, but the file ends where its end
-/// chunk (IEND) belongs, or inside it; read_pixels then returns OK, lenient or not. The message is libpng's then.
-int spindle_png_decoder_end_missing(const spindle_png_decoder *decoder);
 
 /// The uncompressed ICC profile of an iCCP chunk and its name; NULL when none. Valid until destroy.
 const uint8_t *spindle_png_decoder_icc(const spindle_png_decoder *decoder, size_t *length, const char **name);

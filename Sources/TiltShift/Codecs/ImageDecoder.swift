@@ -289,13 +289,6 @@ public struct ImageDecoder: Sendable {
       return .failure(damage != 0 ? damageError : pngError(readStatus, message, header: false, height: Int(height)))
     }
     if damage != 0 { warnings.append(Self.leniencyWarning(damageError, filler: "black")) }
-    if spindle_png_decoder_end_missing(decoder) != 0 {
-      // The image data ran to the end of its stream, every chunk of it with a matching CRC; only the 12 bytes that
-      // close the file (or the chunks after the image data with them) are missing.
-      warnings.append(
-        "the PNG file's end chunk (IEND) is missing, but every row was decoded and the image data checked: "
-          + "the image is whole (libpng: \(message))")
-    }
     warnings += Self.droppedChunks(decoder)
     let metadata = pngMetadata(decoder, warnings: &warnings)
     return .success(
