@@ -26,6 +26,9 @@ typedef struct {
   /// reason even after eight other warnings.
   char last_warning[SPINDLE_PNG_MESSAGE];
   char icc_warning[SPINDLE_PNG_MESSAGE];
+  /// Whether the image data's zlib checksum (Adler-32) failed in a warning: libpng gives the failure as a warning,
+  /// not an error, when the checksum sits in an IDAT chunk of its own, after the data it covers.
+  int data_check_failed;
 } spindle_png_messages;
 
 static void spindle_png_error(png_structp png, png_const_charp text) {
@@ -46,6 +49,7 @@ static void spindle_png_warning(png_structp png, png_const_charp text) {
   if (messages->warning_total < INT_MAX) messages->warning_total++;
   snprintf(messages->last_warning, SPINDLE_PNG_MESSAGE, "%s", shown);
   if (strncmp(shown, "iCCP", 4) == 0) snprintf(messages->icc_warning, SPINDLE_PNG_MESSAGE, "%s", shown);
+  if (strstr(shown, "incorrect data check") != NULL) messages->data_check_failed = 1;
 }
 
 struct spindle_png_decoder {
@@ -211,7 +215,8 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
     // A checksum of the image data that fails (an IDAT chunk's CRC, zlib's Adler-32) is found at the end of the
     // data it covers, even after the last row: the damage may be in any row.
     int checksum = strstr(decoder->messages.message, "IDAT: CRC error") != NULL ||
-                   strstr(decoder->messages.message, "incorrect data check") != NULL;
+                   strstr(decoder->messages.message, "incorrect data check") != NULL ||
+                   decoder->messages.data_check_failed;
     if (checksum) {
       decoder->damage = status;
       decoder->damage_row = -1;
@@ -249,6 +254,16 @@ int spindle_png_decoder_read_pixels(spindle_png_decoder *decoder, uint8_t *pixel
   // was cut short.
   png_read_end(decoder->png, decoder->info);
   decoder->read_end = 1;
+  if (decoder->messages.data_check_failed) {
+    // The image data's checksum failed (given as a warning: see spindle_png_messages): the damage may be in any row.
+    decoder->damage = SPINDLE_PNG_CORRUPT;
+    decoder->damage_row = -1;
+    snprintf(decoder->message, sizeof decoder->message, "IDAT: incorrect data check (the zlib checksum of the pixels)");
+    if (!lenient) {
+      decoder->stage = -1;
+      return SPINDLE_PNG_CORRUPT;
+    }
+  }
   decoder->stage = 2;
   return SPINDLE_PNG_OK;
 }

@@ -95,6 +95,44 @@ import Testing
     for text in texts { #expect(!text.contains("truncated") && !text.contains("ends too early"), "\(text)") }
   }
 
+  /// helper-52's review: when the image data's zlib checksum (Adler-32) sits in an IDAT chunk of its own, libpng
+  /// gives its failure only as a warning, so a PNG whose pixels were changed (every CRC made to match) decoded
+  /// without a word. It is damaged data, as when the checksum shares the chunk with the data.
+  @Test func aDataChecksumThatFailsInAChunkOfItsOwnIsDamage() throws {
+    let (width, height) = (40, 30)
+    let rows = (0..<height).map { y in (0..<width * 3).map { x in UInt8(truncatingIfNeeded: x * 7 + y * 13) } }
+    var stream = TestImages.zlibStored(rows.flatMap { [0] + $0 })
+    let header = TestImages.be32(UInt32(width)) + TestImages.be32(UInt32(height)) + [8, 2, 0, 0, 0]
+    func png(_ stream: [UInt8], splitChecksum: Bool) -> [UInt8] {
+      let idat =
+        splitChecksum
+        ? TestImages.chunk("IDAT", Array(stream.dropLast(4))) + TestImages.chunk("IDAT", Array(stream.suffix(4)))
+        : TestImages.chunk("IDAT", stream)
+      return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + TestImages.chunk("IHDR", header) + idat
+        + TestImages.chunk("IEND", [])
+    }
+    // Sound, the checksum in a chunk of its own: decodes, no warning.
+    var warnings: [String] = []
+    let sound = try decoder.decode(png(stream, splitChecksum: true), warnings: &warnings)
+    #expect(sound.pixels == rows.flatMap { $0 } && warnings.isEmpty, "\(warnings)")
+    stream[2 + 5 + 500] ^= 0x55  // a pixel byte of the stored block: the data inflates, the checksum disagrees
+    for split in [false, true] {
+      let error = caught { _ = try decoder.decode(png(stream, splitChecksum: split)) }
+      guard case .damagedData(.png, nil, 30, let message)? = error?.kind else {
+        Issue.record("split \(split): expected damaged data in any row, got \(String(describing: error))")
+        continue
+      }
+      #expect(message.contains("incorrect data check"), "split \(split): \(message)")
+    }
+    var lenientWarnings: [String] = []
+    _ = try ImageDecoder(isLenient: true).decode(png(stream, splitChecksum: true), warnings: &lenientWarnings)
+    #expect(
+      lenientWarnings == [
+        "corrupt PNG image data: the image is damaged (libpng: IDAT: incorrect data check (the zlib checksum of the "
+          + "pixels)); decoded anyway (--lenient): any row may hold wrong pixels"
+      ])
+  }
+
   // MARK: Metadata left out is reported
 
   @Test(arguments: ["tEXt", "zTXt", "iTXt"])

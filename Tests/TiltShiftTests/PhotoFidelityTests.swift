@@ -79,6 +79,11 @@ import Testing
       noEnd?.kind
         == .truncated(format: .png, firstMissingRow: 30, height: 30, message: "unexpected end of file (truncated PNG)"))
     #expect(noEnd?.description.contains("every row is there") == true)
+    // Lenient, it decodes; no pixel is missing, so the warning names none as filled in.
+    var endWarnings: [String] = []
+    let whole = try ImageDecoder(isLenient: true).decode(Array(png.dropLast(iend)), warnings: &endWarnings)
+    #expect(whole.pixels == image.pixels)
+    #expect(endWarnings.count == 1 && endWarnings[0].hasSuffix("decoded anyway (--lenient), every row from the file"))
   }
 
   @Test func aChunkDeclaringGigabytesCostsNothing() throws {

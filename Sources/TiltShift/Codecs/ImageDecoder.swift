@@ -223,7 +223,16 @@ public struct ImageDecoder: Sendable {
   }
 
   static func leniencyWarning(_ error: ImageError, filler: String) -> String {
-    "\(error.description); decoded anyway (--lenient), missing pixels are \(filler)"
+    switch error.kind {
+    case .damagedData(_, nil, _, _):
+      // A checksum over all the data failed: no pixel is missing, but any of them may be wrong.
+      "\(error.description); decoded anyway (--lenient): any row may hold wrong pixels"
+    case .truncated(_, let first?, let height, _) where first >= height:
+      // Every row decoded; only what follows the pixels is cut.
+      "\(error.description); decoded anyway (--lenient), every row from the file"
+    default:
+      "\(error.description); decoded anyway (--lenient), missing pixels are \(filler)"
+    }
   }
 
   private func jpegError(_ status: Int32, _ message: String, header: Bool) -> ImageError {
