@@ -84,7 +84,7 @@ package enum StallProbe {
   }
 
   private static func report(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    Platform.writeToStandardError(text + "\n")
   }
 
   /// With `SPINDLE_STALL_PROBE_GDB=FILE`, the first report also writes a backtrace of every thread to FILE (gdb
@@ -131,12 +131,15 @@ enum ProbePath: String, CaseIterable, Sendable {
 
 /// What the probe has sent and seen; only touched under its lock.
 struct ProbeState: Sendable {
+  /// A path and how long its job waited.
+  typealias Wait = (path: ProbePath, waited: Double)
+
   /// When each path's outstanding job was sent; absent when none is outstanding.
   var sent: [ProbePath: Double] = [:]
   /// The paths already reported late (reported once until they recover).
   var reported: Set<ProbePath> = []
   /// Late paths whose job has since run, with how long it took, to report as recovered.
-  var recovered: [(path: ProbePath, waited: Double)] = []
+  var recovered: [Wait] = []
 
   mutating func ran(_ path: ProbePath, at time: Double) {
     guard let start = sent.removeValue(forKey: path) else { return }
@@ -144,11 +147,9 @@ struct ProbeState: Sendable {
   }
 
   /// Paths to send a job to now (those with none outstanding), paths newly late, paths recovered since last tick.
-  mutating func tick(
-    at time: Double, reportAfter: Double
-  ) -> (send: [ProbePath], late: [(path: ProbePath, waited: Double)], recovered: [(path: ProbePath, waited: Double)]) {
+  mutating func tick(at time: Double, reportAfter: Double) -> (send: [ProbePath], late: [Wait], recovered: [Wait]) {
     var send: [ProbePath] = []
-    var late: [(path: ProbePath, waited: Double)] = []
+    var late: [Wait] = []
     for path in ProbePath.allCases {
       if let start = sent[path] {
         if time - start > reportAfter, !reported.contains(path) {

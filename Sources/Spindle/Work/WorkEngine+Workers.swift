@@ -183,8 +183,11 @@ extension WorkEngine {
     let lingering = Self.lingering.wrappingAdd(1, ordering: .relaxed).newValue
     // Past the bound, a worker still looks a few times (two yields: the adding thread may be about to add, and
     // a worker that gives its slot back just before makes the next `add` start another), then goes.
-    let spins = lingering <= Self.maxLingering ? Self.lingerSpins : Self.pureSpins + 2
-    if lingering <= Self.maxLingering { Self.lingeringHighWater.max(lingering, ordering: .relaxed) }
+    var spins = Self.pureSpins + 2
+    if lingering <= Self.maxLingering {
+      spins = Self.lingerSpins
+      Self.lingeringHighWater.max(lingering, ordering: .relaxed)
+    }
     for spin in 0..<spins {
       if readyHint.load(ordering: .relaxed) > 0 || pausedHint.load(ordering: .relaxed) || hasIncoming { break }
       if spin >= Self.pureSpins { Platform.yieldThread() }

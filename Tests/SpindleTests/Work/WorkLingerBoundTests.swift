@@ -23,7 +23,7 @@ struct WorkLingerBoundTests {
       }
       let allRan = await offPool {
         // Every body is running (the width allows all of them), so all 128 wait on the gate.
-        let running = queues.allSatisfy { $0.waitForRunning(8) }
+        let running = queues.allSatisfy { queue in eventually { queue.runningCount == 8 } }
         for _ in 0..<(16 * 8) { gate.signal() }
         for queue in queues { queue.waitUntilAllFinished() }
         return running
@@ -33,17 +33,5 @@ struct WorkLingerBoundTests {
     let highWater = WorkEngine.lingeringHighWater.load(ordering: .relaxed)
     #expect(highWater >= 1, "no worker lingered: the test did not reach the loop it checks")
     #expect(highWater <= WorkEngine.maxLingering, "\(highWater) workers lingered at once")
-  }
-}
-
-extension WorkQueue {
-  /// Waits (blocking, bounded) until `count` bodies of this queue run; whether they did.
-  fileprivate func waitForRunning(_ count: Int) -> Bool {
-    let deadline = DispatchTime.now() + .seconds(Int(60 * hangBoundScale))
-    while runningCount < count {
-      if DispatchTime.now() > deadline { return false }
-      usleep(100)
-    }
-    return true
   }
 }
