@@ -56,9 +56,10 @@ public class AnyWork: @unchecked Sendable {
   // this field was cleared. A strong reference here was a retain by the adding thread and a release by the worker
   // on every item, both on the engine's first line of memory, which every adding thread reads.
   @exclusivity(unchecked) var engine: Unmanaged<WorkEngine>?
-  // Declared in an order that leaves no padding between them (Swift lays the fields out as declared): the one-byte
+  // Declared in an order that leaves little padding between them (Swift lays the fields out as declared): the one-byte
   // flags fill the bytes after `phase`, and the callback flags those after `dependents`' tag; with `rawPriority` one
-  // byte wide, an `add(after:)` item is 240 bytes (256 with `malloc`'s header: four cache lines).
+  // byte wide, an `add(after:)` item is 248 bytes (a 256-byte block of `malloc`'s, four cache lines; the two flags
+  // after the registry's links took it from 240, within the same block).
   // lock (taken out, and so released, when the body starts or the work ends without running)
   @exclusivity(unchecked) var body: ErasedBody?
   // lock
@@ -70,9 +71,6 @@ public class AnyWork: @unchecked Sendable {
   @exclusivity(unchecked) var mayHaveCancelHandlers = false
   // lock: whether the engine has retired the ended work (its queue no longer counts it as unfinished)
   @exclusivity(unchecked) var isRetired = false
-  // Set once, by the adding thread, before the work goes on its engine's incoming list: whether it was ready when
-  // added (the engine queues it when it takes the list; see `WorkEngine.withState`).
-  @exclusivity(unchecked) var admittedReady = false
   // Set once before the work is visible to other threads: a barrier keeps ordering its queue when cancelled.
   @exclusivity(unchecked) var isBarrier = false
   // Set once before the work is visible to other threads: the work's deinit only frees memory (its value type is
@@ -132,6 +130,15 @@ public class AnyWork: @unchecked Sendable {
   // written by the one worker that holds the only reference, before the releasing compare-exchange that publishes
   // the work; read by the thread whose acquiring exchange took the list.
   @exclusivity(unchecked) var registryPrevious: Unmanaged<AnyWork>?
+  // Set once, by the adding thread, before the work goes on its engine's incoming list: whether it was ready when
+  // added (the engine queues it when it takes the list; see `WorkEngine.withState`). On the registry's line of memory,
+  // which is all that taking the list touches of an item: the worker that takes it leaves alone the lines that the
+  // adding thread writes next (the item's lock and dependents, when it adds the item's dependent).
+  @exclusivity(unchecked) var admittedReady = false
+  // The owning engine's state lock: whether the engine took the work off its incoming list (and counts it). A worker's
+  // retirement that makes a dependent ready takes the list only when that dependent is not registered yet (see
+  // `WorkEngine.withStateOnRetirement`).
+  @exclusivity(unchecked) var isRegistered = false
 
   // Below: what a plain synchronous item's worker does not touch (names for messages, the state of `async` and
   // callback bodies). Declared last, so that the fields every item's worker reads and

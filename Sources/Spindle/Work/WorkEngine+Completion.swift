@@ -5,7 +5,7 @@ extension WorkEngine {
     _ item: AnyWork,
     _ completed: inout Completed
   ) -> WorkScheduler<AnyWork, Waiter>.WorkerStep {
-    retire(item, &completed) { state, ready in
+    retire(item, &completed, onWorker: true) { state, ready in
       if !state.held.isEmpty { state.holdBack(&ready) }
       return state.scheduler.workerDone(readying: &ready, priority: { $0.priority.rawValue }, mayLinger: !runsOnMain)
     }
@@ -16,7 +16,7 @@ extension WorkEngine {
   func retire(_ item: AnyWork, completed: consuming Completed, releasingSlot: Bool = false) {
     trace?.recordEnd(item, queue: name, termination: completed.termination)
     var completed = completed
-    let next = retire(item, &completed) { state, ready in
+    let next = retire(item, &completed, onWorker: false) { state, ready in
       state.queue(&ready)
       return releasingSlot ? state.scheduler.detachedBodyEnded() : nil
     }
@@ -28,10 +28,14 @@ extension WorkEngine {
   /// Retires `item` in one visit to the lock: unregisters it, and asks `decide` to queue the dependents it made ready
   /// on this queue (the list it is given) and say what the slot it held (if any) does next; then does the rest
   /// outside the lock.
+  ///
+  /// `onWorker`: a worker retires the item it ran, through ``withStateOnRetirement(_:)``, which takes the incoming list
+  /// only when this retirement needs it (``EngineState/retirementNeedsIncoming(readying:)``).
   @inline(__always)
   private func retire<Next>(
     _ item: AnyWork,
     _ completed: inout Completed,
+    onWorker: Bool,
     then decide: (inout EngineState, inout SmallList<AnyWork>) -> Next
   ) -> Next {
     var ready = SmallList<AnyWork>()
@@ -43,12 +47,26 @@ extension WorkEngine {
     defer { lastReference?.release() }
     propagate(&completed, ready: &ready, rare: &rare)
     if item.isBarrier { readyFollowers(of: item, into: &ready, rare: &rare) }
-    let (next, starts) = withState { state in
-      state.unregister(item, ready: &ready, rare: &rare, lastReference: &lastReference)
-      let next = decide(&state, &ready)
-      let starts = state.scheduler.takeStarts()
-      if item.isBarrier { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
-      return (next, starts)
+    let next: Next
+    let starts: SmallList<AnyWork>
+    if onWorker {
+      (next, starts) = withStateOnRetirement(
+        needsIncoming: { $0.retirementNeedsIncoming(readying: ready) },
+        { state in
+          state.unregister(item, ready: &ready, rare: &rare, lastReference: &lastReference)
+          let next = decide(&state, &ready)
+          let starts = state.scheduler.takeStarts()
+          if item.isBarrier { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
+          return (next, starts)
+        })
+    } else {
+      (next, starts) = withState { state in
+        state.unregister(item, ready: &ready, rare: &rare, lastReference: &lastReference)
+        let next = decide(&state, &ready)
+        let starts = state.scheduler.takeStarts()
+        if item.isBarrier { barrierHint.store(!state.barriers.isEmpty, ordering: .relaxed) }
+        return (next, starts)
+      }
     }
     finishRetiring(item, starts: consume starts, completed: completed, rare: rare)
     return next
@@ -219,5 +237,21 @@ final class EndedDependent {
   init(work: AnyWork, completed: consuming Completed) {
     self.work = work
     self.completed = consume completed
+  }
+}
+
+extension EngineState {
+  /// Whether a worker's retirement must take the engine's incoming list before it retires its item and queues the
+  /// dependents in `ready` (see `WorkEngine.withStateOnRetirement`): when one of them is not registered yet, when the
+  /// item is the last unfinished one counted (so that the count cannot reach zero, waking those who wait for the
+  /// queue to end, while added work is still on the list), and when a barrier is pending, items are held behind one, or
+  /// progress is observed (those read the order and the count of everything added).
+  func retirementNeedsIncoming(readying ready: borrowing SmallList<AnyWork>) -> Bool {
+    if scheduler.unfinished <= 1 || !barriers.isEmpty || !held.isEmpty || observers.hasProgress { return true }
+    var unregistered = false
+    ready.forEachElement { dependent in
+      if !dependent.isRegistered { unregistered = true }
+    }
+    return unregistered
   }
 }

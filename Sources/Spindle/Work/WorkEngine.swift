@@ -58,6 +58,9 @@ final class WorkEngine: @unchecked Sendable {
     var readyAddTakesTheLockForTesting: Bool {
       slotFreeHint.load(ordering: .relaxed) || !aliveHint.load(ordering: .relaxed)
     }
+    /// Tests only (debug builds): whether the incoming list may hold a ready item (``incomingMayHoldReady``), which a
+    /// worker's retirement reads instead of the list.
+    var incomingMayHoldReadyForTesting: Bool { incomingMayHoldReady.load(ordering: .relaxed) }
     /// Tests only (debug builds): called while `admit` makes a new item known, right after the item is counted as
     /// resolved or put on `incoming` (whichever comes first): where an adding thread that is preempted leaves the
     /// widest window for other threads to act on the item.
@@ -89,6 +92,15 @@ final class WorkEngine: @unchecked Sendable {
   /// Whether a thread is freeing the hand-back list (see ``releaseHandedBack()``): one at a time.
   private let freeingHandedBack = Atomic<Bool>(false)
   private let padding3 = CacheLinePadding()
+  /// Whether `incoming` may hold an item that was ready when added. An adding thread sets it (when it finds it clear)
+  /// after it put a ready item on the list; a critical section clears it only right before it takes the list, so
+  /// whenever a ready item is on the list and its adder has passed this flag, the flag is set. A worker's retirement
+  /// reads only this (see ``withStateOnRetirement(_:)``): while the queue gets work that waits for other work (a chain
+  /// added live), the list's line stays with the adding thread. Cleared only once a taking of the list found it set
+  /// and nothing ready (`EngineState.readyFlagIsStale`), so a stream of ready items does not move its line back and
+  /// forth either.
+  private let incomingMayHoldReady = Atomic<Bool>(false)
+  private let padding4 = CacheLinePadding()
 
   init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?, runsOnMain: Bool = false) {
     self.runsOnMain = runsOnMain
@@ -186,14 +198,86 @@ final class WorkEngine: @unchecked Sendable {
     return result
   }
 
+  /// ``withState(_:)`` for a worker's retirement of the item it ran: takes `incoming` only when it may hold a ready
+  /// item, or when `needsIncoming` says the retirement needs it, as it must before it decides anything that the items
+  /// on the list change.
+  ///
+  /// Every other critical section takes the list first. A worker that took it at each retirement took its line of
+  /// memory from the adding thread once per item of a chain added live, and the adding thread took it back for its
+  /// next item. What the items on the list can change, when none was ready when added: nothing of the scheduler's
+  /// choice (only ready items are queued, and the flag says whether one may be there), but the count of unfinished
+  /// work and the registry, and the dependents that this retirement makes ready need to be registered before they are
+  /// queued. So the caller's `needsIncoming` asks for the list when a dependent it readies is not registered, when the
+  /// retiring item is the last one counted (its retirement would wake those waiting for the queue to end, and let the
+  /// engine go), and when a barrier is pending, items are held, or progress is observed.
+  ///
+  /// The look at the list after publishing the hints, which pairs with an adding thread that reads them after its
+  /// push (see ``withState(_:)``), reads the flag instead while the engine holds itself: the items an adding thread
+  /// needs the lock for then are ready ones, and their adders set the flag before they read the hints.
+  @inline(__always)
+  func withStateOnRetirement<Result>(
+    needsIncoming: (borrowing EngineState) -> Bool,
+    _ body: (inout EngineState) throws -> Result
+  ) rethrows -> Result {
+    var extra = SmallList<AnyWork>()
+    let result = try lockedState.withLock { state in
+      var queued = false
+      if incomingMayHoldReady.load(ordering: .sequentiallyConsistent) || needsIncoming(state) {
+        queued = absorbIncoming(&state)
+      }
+      let result = try body(&state)
+      #if DEBUG
+        if let hook = criticalSectionHook.withLock({ $0 }) { hook(state.scheduler.slots, state.scheduler.width) }
+      #endif
+      while true {
+        if queued {
+          var starts = state.scheduler.takeStarts()
+          while let item = starts.popFirst() { extra.append(consume item) }
+        }
+        publishHints(state)
+        if !aliveHint.load(ordering: .relaxed) {
+          guard incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
+        } else {
+          guard slotFreeHint.load(ordering: .relaxed),
+            incomingMayHoldReady.load(ordering: .sequentiallyConsistent),
+            incoming.load(ordering: .sequentiallyConsistent) != nil
+          else { break }
+        }
+        queued = absorbIncoming(&state)
+      }
+      return result
+    }
+    while let item = extra.popFirst() { startWorker(consume item) }
+    return result
+  }
+
   /// Registers the items on `incoming`, oldest first, and queues those that were ready when added; returns whether
   /// it queued any. Call with the lock held.
   @inline(__always)
   private func absorbIncoming(_ state: inout EngineState) -> Bool {
-    guard incoming.load(ordering: .relaxed) != nil,
-      let taken = incoming.exchange(nil, ordering: .sequentiallyConsistent)
-    else { return false }
-    return absorb(taken, into: &state)
+    let mayHoldReady = incomingMayHoldReady.load(ordering: .relaxed)
+    if mayHoldReady && state.readyFlagIsStale {
+      // Cleared, then the list taken (even when it looks empty): an item pushed before the exchange is taken with it,
+      // and the adder of one pushed after it finds the flag clear and sets it.
+      incomingMayHoldReady.store(false, ordering: .sequentiallyConsistent)
+      state.readyFlagIsStale = false
+    } else if incoming.load(ordering: .relaxed) == nil {
+      return false
+    }
+    guard let taken = incoming.exchange(nil, ordering: .sequentiallyConsistent) else { return false }
+    let queued = absorb(taken, into: &state)
+    // Set, and nothing taken was ready: the next taking of the list clears it.
+    if mayHoldReady && !queued { state.readyFlagIsStale = true }
+    return queued
+  }
+
+  /// Sets ``incomingMayHoldReady`` after a ready item went on `incoming`, unless it is set: read first, so that
+  /// a stream of ready items writes the flag's line only when a worker cleared it.
+  @inline(__always)
+  private func markIncomingMayHoldReady() {
+    if !incomingMayHoldReady.load(ordering: .sequentiallyConsistent) {
+      incomingMayHoldReady.store(true, ordering: .sequentiallyConsistent)
+    }
   }
 
   @inline(never)
@@ -341,7 +425,8 @@ final class WorkEngine: @unchecked Sendable {
       if let hook = admissionHook.withLock({ $0 }) { hook() }
     #endif
     pushIncoming(work, ready: ready)
-    // Paired with the re-read of `incoming` in `withState` (see there).
+    if ready { markIncomingMayHoldReady() }
+    // Paired with the re-read of `incoming` in `withState` (and of the flag in `withStateOnRetirement`; see there).
     let needsLock =
       (ready && slotFreeHint.load(ordering: .sequentiallyConsistent))
       || !aliveHint.load(ordering: .sequentiallyConsistent)
@@ -1195,6 +1280,9 @@ struct EngineState {
   /// Unmanaged, so that the retirement that takes it has a plain value to release outside the lock, and the others
   /// nothing to destroy.
   var keepAlive: Unmanaged<WorkEngine>?
+  /// Whether the last taking of the incoming list found `WorkEngine.incomingMayHoldReady` set and no ready item on it:
+  /// the next one clears the flag first.
+  var readyFlagIsStale = false
 
   var progress: WorkProgress { WorkProgress(completed: completed, total: added) }
 
@@ -1214,6 +1302,7 @@ struct EngineState {
     // The old head moves from `registryHead` to `item.registryNext` (`take`, not a copy: no retain, no release).
     registryHead?.registryPrevious = Unmanaged.passUnretained(item)
     item.registryNext = registryHead.take()
+    item.isRegistered = true
     registryHead = consume item
   }
 

@@ -457,3 +457,199 @@ struct WorkIncomingTests {
     return problems
   }
 }
+
+// MARK: - A worker's retirement that reads only the flag
+
+/// A worker retiring the item it ran takes the incoming list only when it may hold a ready item (a flag its adders set)
+/// or when the retirement needs the items on it (`EngineState.retirementNeedsIncoming`). These tests set up each case
+/// where skipping the list would break a promise, with the flag clear, and check the promise.
+extension WorkIncomingTests {
+  /// Takes the list twice: the first taking finds the flag set and nothing ready on the list (`item`, which waits),
+  /// the second clears it. Returns whether the flag is clear afterwards.
+  static func clearTheReadyFlag(of queue: WorkQueue) -> Bool {
+    #if DEBUG
+      queue.engine.withState { _ in }
+      queue.engine.withState { _ in }
+      return !queue.engine.incomingMayHoldReadyForTesting
+    #else
+      return true
+    #endif
+  }
+
+  @Test("at width 1, a ready item added while a chain's item runs starts before the chain's next, lower item")
+  func readyItemAddedDuringAChainStartsBeforeItsNextItem() throws {
+    #if DEBUG
+      let queue = WorkQueue(name: "incoming.retirement.priority", maxConcurrent: 1)
+      let order = TSanVisibleMutex<[String]>([])
+      let arrived = DispatchSemaphore(value: 0)
+      let open = DispatchSemaphore(value: 0)
+      let segments = 4
+      let segmentLength = 8
+      var last: Work<Int> = queue.add(priority: .low) {
+        order.withLock { $0.append("c0") }
+        arrived.signal()
+        open.wait()
+        return 0
+      }
+      var problems: [String] = []
+      for segment in 0..<segments {
+        if arrived.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut {
+          problems.append("segment \(segment): the chain's gated item never ran")
+          break
+        }
+        // The worker is in the gated item. The chain's next items go on the list (they wait for it), get registered,
+        // and the flag is cleared: the retirement of the gated item then has no reason to take the list but the flag.
+        let start = segment * segmentLength
+        for index in (start + 1)...(start + segmentLength) {
+          let gated = index == start + segmentLength && segment < segments - 1
+          last = queue.add(priority: .low, after: last) { value in
+            order.withLock { $0.append("c\(index)") }
+            if gated {
+              arrived.signal()
+              open.wait()
+            }
+            return value + 1
+          }
+        }
+        if !Self.clearTheReadyFlag(of: queue) { problems.append("segment \(segment): the flag stayed set") }
+        queue.add(priority: .high) { order.withLock { $0.append("h\(start)") } }
+        open.signal()
+      }
+      #expect(problems.isEmpty, "\(problems)")
+      #expect(try last.wait() == segments * segmentLength)
+      let seen = order.withLock { $0 }
+      for segment in 0..<segments {
+        let gate = segment * segmentLength
+        let position = seen.firstIndex(of: "c\(gate)") ?? seen.count
+        #expect(
+          position + 1 < seen.count && seen[position + 1] == "h\(gate)",
+          "after c\(gate): \(seen.dropFirst(position).prefix(3)) (the high item waited on the list)")
+      }
+    #endif
+  }
+
+  @Test("a worker retiring the last counted item does not end the queue while work added waits on the list")
+  func lastCountedItemRetiresWhileWorkWaitsOnTheList() throws {
+    #if DEBUG
+      let queue = WorkQueue(name: "incoming.retirement.last", maxConcurrent: 2)
+      let other = WorkQueue(name: "incoming.retirement.other", maxConcurrent: 1)
+      let otherGate = DispatchSemaphore(value: 0)
+      let dependency = other.add { otherGate.wait() }
+      let gate = DispatchSemaphore(value: 0)
+      let started = DispatchSemaphore(value: 0)
+      let running = queue.add {
+        started.signal()
+        gate.wait()
+      }
+      #expect(started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+      // An item that waits, taken with the flag set (so the next taking clears it), then cancelled: the running item
+      // is the only one counted again.
+      let waiting = queue.add(dependencies: [dependency]) {}
+      #expect(Self.clearTheReadyFlag(of: queue))
+      waiting.cancel()
+      #expect(eventually { queue.unfinishedCount == 1 })
+      // A thread waits for the queue to end; then an item that waits for the other queue goes on the list, and no
+      // critical section takes it before the running item's retirement.
+      let ended = DispatchSemaphore(value: 0)
+      DispatchQueue.global().async {
+        queue.waitUntilAllFinished()
+        ended.signal()
+      }
+      #expect(eventually { queue.engine.withState { $0.scheduler.waiters.count } == 1 })
+      let late = queue.add(dependencies: [dependency]) {}
+      gate.signal()
+      #expect(eventually { running.lock.withLock { running.isRetired } })
+      // The retirement counted the late item (it took the list): the queue has not ended, and its waiter sleeps on.
+      #expect(
+        ended.wait(timeout: .now() + 0.5) == .timedOut,
+        "waitUntilAllFinished returned while an item added before the retirement still waited")
+      #expect(late.state == .pending)
+      otherGate.signal()
+      #expect(ended.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+      #expect(late.state == .finished)
+    #endif
+  }
+
+  @Test("a dependent that a retirement makes ready is registered before it runs, though added after the last taking")
+  func dependentAddedAfterTheLastTakingIsRegisteredBeforeItRuns() throws {
+    #if DEBUG
+      let queue = WorkQueue(name: "incoming.retirement.unregistered", maxConcurrent: 1)
+      let other = WorkQueue(name: "incoming.retirement.unregistered.other", maxConcurrent: 1)
+      let otherGate = DispatchSemaphore(value: 0)
+      let dependency = other.add { otherGate.wait() }
+      defer { otherGate.signal() }
+      let gate = DispatchSemaphore(value: 0)
+      let started = DispatchSemaphore(value: 0)
+      let running = queue.add {
+        started.signal()
+        gate.wait()
+      }
+      #expect(started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+      // Two items that wait for the other queue, registered, and the flag cleared: the running item's retirement has
+      // more than itself counted and no ready item on the list, so only its dependent's registration makes it take
+      // the list.
+      let waiting = (0..<2).map { _ in queue.add(dependencies: [dependency]) {} }
+      #expect(Self.clearTheReadyFlag(of: queue))
+      let dependent = queue.add(after: running) { _ in 7 }
+      gate.signal()
+      #expect(try dependent.wait() == 7)
+      // Run without being registered, the dependent's retirement unlinked the registry from its head: `cancelAll`
+      // then found nothing to cancel, and the queue never ended.
+      queue.cancelAll()
+      #expect(eventually { waiting.allSatisfy { $0.state == .cancelled } }, "\(waiting.map(\.state))")
+      let ended = DispatchSemaphore(value: 0)
+      DispatchQueue.global().async {
+        queue.waitUntilAllFinished()
+        ended.signal()
+      }
+      #expect(ended.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+      #expect(queue.unfinishedCount == 0)
+    #endif
+  }
+
+  /// A main-thread queue's worker gives its slot back as soon as nothing is ready (it never lingers), in the critical
+  /// section of its retirement: the one place where that section frees a slot. An add that lands there, after the
+  /// section took what it takes and before it publishes the free slot, reads "no free slot" and leaves its item on the
+  /// list; the section's look at the flag after publishing must start it.
+  @Test("a ready item added while a main-thread queue's worker retires its last ready item and leaves still starts")
+  func readyItemAddedWhileAMainThreadWorkerLeaves() {
+    #if DEBUG
+      let queue = WorkQueue(mainQueueNamed: "incoming.main-leaving")
+      defer { queue.engine.criticalSectionHook.withLock { $0 = nil } }
+      // An item that waits for another queue all along: the engine holds itself through every round, so the leaving
+      // worker's section looks at the flag (with nothing counted, it would look at the list itself).
+      let other = WorkQueue(name: "incoming.main-leaving.other", maxConcurrent: 1)
+      let otherGate = DispatchSemaphore(value: 0)
+      let dependency = other.add { otherGate.wait() }
+      let keeper = queue.add(dependencies: [dependency]) {}
+      let armed = Counter()
+      let ran = DispatchSemaphore(value: 0)
+      let inWindow = Counter()
+      queue.engine.criticalSectionHook.withLock {
+        $0 = { slots, width in
+          guard slots < width, armed.value > 0 else { return }
+          armed.add(-1)
+          let hidden = !queue.engine.readyAddTakesTheLockForTesting
+          let added = DispatchSemaphore(value: 0)
+          DispatchQueue.global().async {
+            queue.add { ran.signal() }
+            added.signal()
+          }
+          guard hidden else { return }
+          if added.wait(timeout: .now() + 5) == .success { _ = inWindow.increment() }
+        }
+      }
+      var stuck: [Int] = []
+      for round in 0..<20 {
+        armed.add(1)
+        queue.add {}
+        if ran.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut { stuck.append(round) }
+        if !stuck.isEmpty { break }
+      }
+      #expect(stuck.isEmpty, "a ready item waited on the list of an idle main-thread queue in round \(stuck)")
+      #expect(inWindow.value > 0, "no round's add landed while the published hints said no slot was free")
+      otherGate.signal()
+      #expect(eventually { keeper.state == .finished })
+    #endif
+  }
+}
