@@ -280,8 +280,59 @@ final class WorkEngine: @unchecked Sendable {
     }
   }
 
+  /// Registers the items of a list taken from `incoming` (newest first) and queues those that were ready when added,
+  /// oldest first; returns whether it queued any.
+  ///
+  /// One pass over the list when no barrier is pending and no one observes progress: each item is linked into the
+  /// registry as the list gives it (newest first, so the list becomes a run of the registry in the order added, spliced
+  /// in at its head), and the items are counted at once; only when one of them was ready does a second pass, oldest
+  /// first through the links just made, queue the ready ones. A worker that takes a long list (a chain added live,
+  /// which the worker's retirements leave on the list until one needs it) thus visits each item's memory once: with
+  /// two passes, the second one found the first items of a long list gone from the cache again.
   @inline(never)
   private func absorb(_ taken: UnsafeMutableRawPointer, into state: inout EngineState) -> Bool {
+    guard state.barriers.isEmpty, !state.observers.hasProgress else { return absorbInOrder(taken, into: &state) }
+    let newest = Unmanaged<AnyWork>.fromOpaque(taken)
+    var cursor: Unmanaged<AnyWork>? = newest
+    var newer: Unmanaged<AnyWork>? = nil
+    var oldest = newest
+    var count = 0
+    var anyReady = false
+    while let node = cursor {
+      cursor = node._withUnsafeGuaranteedRef { item in
+        let older = item.registryPrevious  // the list's link
+        item.registryPrevious = newer
+        item.isRegistered = true
+        if item.admittedReady { anyReady = true }
+        // The list's reference to the older item moves into this item's link (no retain, no release).
+        item.registryNext = older?.takeRetainedValue()
+        return older
+      }
+      newer = node
+      oldest = node
+      count += 1
+    }
+    let formerHead = state.registryHead.take()
+    formerHead?.registryPrevious = oldest
+    oldest._withUnsafeGuaranteedRef { $0.registryNext = formerHead }
+    state.registerRun(count, on: self)
+    // The list's reference to the newest item moves into the registry's head.
+    state.registryHead = newest.takeRetainedValue()
+    guard anyReady else { return false }
+    var next: Unmanaged<AnyWork>? = oldest
+    while let node = next {
+      next = node._withUnsafeGuaranteedRef { item in
+        if item.admittedReady { state.scheduler.push(item, priority: item.priority.rawValue) }
+        return node.toOpaque() == newest.toOpaque() ? nil : item.registryPrevious
+      }
+    }
+    return true
+  }
+
+  /// ``absorb(_:into:)`` item by item, oldest first: while a barrier is pending (an item registered then may be held
+  /// behind it, in the order registered) or progress is observed (each registration is reported).
+  @inline(never)
+  private func absorbInOrder(_ taken: UnsafeMutableRawPointer, into state: inout EngineState) -> Bool {
     // Newest first on the list: reversed, so that items register and queue in the order they were added.
     var oldestFirst: Unmanaged<AnyWork>? = nil
     var next: Unmanaged<AnyWork>? = Unmanaged.fromOpaque(taken)
@@ -1288,6 +1339,18 @@ struct EngineState {
 
   init(scheduler: WorkScheduler<AnyWork, Waiter>) {
     self.scheduler = scheduler
+  }
+
+  /// Counts a run of `count` items that ``WorkEngine``'s one-pass absorb linked into the registry (see
+  /// ``register(_:on:)``, which does the same for one item, and reports progress).
+  mutating func registerRun(_ count: Int, on engine: WorkEngine) {
+    if scheduler.unfinished == 0 {
+      added = 0
+      completed = 0
+      keepAlive = Unmanaged.passRetained(engine)
+    }
+    added += count
+    scheduler.added(count)
   }
 
   mutating func register(_ item: consuming AnyWork, on engine: WorkEngine) {

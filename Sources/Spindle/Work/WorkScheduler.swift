@@ -65,6 +65,11 @@ struct WorkScheduler<Item, Waiter> {
     unfinished += 1
   }
 
+  /// `count` items were added at once (see ``added()``).
+  mutating func added(_ count: Int) {
+    unfinished += count
+  }
+
   /// An item completed; returns whether it was the last unfinished one (then ``takeWaiters()`` has whom to wake).
   ///
   /// A flag, not the list: an empty array returned on every retirement was a release call on every item.
