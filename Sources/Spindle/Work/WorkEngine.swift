@@ -256,7 +256,8 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   private func absorbIncoming(_ state: inout EngineState) -> Bool {
     let mayHoldReady = incomingMayHoldReady.load(ordering: .relaxed)
-    if mayHoldReady && state.readyFlagIsStale {
+    let clearing = mayHoldReady && state.readyFlagIsStale
+    if clearing {
       // Cleared, then the list taken (even when it looks empty): an item pushed before the exchange is taken with it,
       // and the adder of one pushed after it finds the flag clear and sets it.
       incomingMayHoldReady.store(false, ordering: .sequentiallyConsistent)
@@ -266,8 +267,8 @@ final class WorkEngine: @unchecked Sendable {
     }
     guard let taken = incoming.exchange(nil, ordering: .sequentiallyConsistent) else { return false }
     let queued = absorb(taken, into: &state)
-    // Set, and nothing taken was ready: the next taking of the list clears it.
-    if mayHoldReady && !queued { state.readyFlagIsStale = true }
+    // Set (and not cleared just now), and nothing taken was ready: the next taking of the list clears it.
+    if mayHoldReady && !clearing && !queued { state.readyFlagIsStale = true }
     return queued
   }
 

@@ -652,4 +652,80 @@ extension WorkIncomingTests {
       #expect(eventually { keeper.state == .finished })
     #endif
   }
+
+  /// The flag is cleared only by a taking that follows one which found it set and nothing ready; a taking that found a
+  /// ready item leaves it set, so that a stream of ready items does not write its line at every add. (helper-53's
+  /// review: the mark "found nothing ready" survived the clear it caused, and the next taking of a ready item cleared
+  /// the flag.)
+  @Test("the ready flag is cleared only after a taking found it set and nothing ready, never by one that found one")
+  func readyFlagStaysSetForAStreamOfReadyItems() {
+    #if DEBUG
+      let queue = WorkQueue(name: "incoming.flag.stale", maxConcurrent: 1)
+      let other = WorkQueue(name: "incoming.flag.stale.other", maxConcurrent: 1)
+      let otherGate = DispatchSemaphore(value: 0)
+      let dependency = other.add { otherGate.wait() }
+      let hold = Self.holdASlot(of: queue)
+      queue.add {}
+      #expect(queue.engine.incomingMayHoldReadyForTesting, "a ready item went on the list without the flag")
+      queue.engine.withState { _ in }  // takes a ready item: the flag stays set
+      _ = queue.add(dependencies: [dependency]) {}
+      queue.engine.withState { _ in }  // set, and nothing ready
+      #expect(queue.engine.incomingMayHoldReadyForTesting)
+      _ = queue.add(dependencies: [dependency]) {}
+      queue.engine.withState { _ in }  // clears it
+      #expect(!queue.engine.incomingMayHoldReadyForTesting)
+      queue.add {}
+      #expect(queue.engine.incomingMayHoldReadyForTesting)
+      queue.engine.withState { _ in }  // takes a ready item
+      #expect(queue.engine.incomingMayHoldReadyForTesting, "a taking that found a ready item cleared the flag")
+      hold.signal()
+      otherGate.signal()
+      queue.waitUntilAllFinished()
+    #endif
+  }
+
+  /// A worker retires with the flag clear and more than its item counted (nothing makes it take the list), while
+  /// another thread adds a ready item at a random moment around that retirement; the item must start on the free slot.
+  @Test("a ready item added at any moment around a retirement that leaves the list alone starts on the free slot")
+  func readyItemRacingARetirementThatLeavesTheListAlone() {
+    #if DEBUG
+      let rounds = Reliability.size(1_000, full: 10_000)
+      let seed = Reliability.seed()
+      var random = Reliability.Random(seed: seed)
+      let queue = WorkQueue(name: "incoming.retirement.race", maxConcurrent: 2)
+      let other = WorkQueue(name: "incoming.retirement.race.other", maxConcurrent: 1)
+      let otherGate = DispatchSemaphore(value: 0)
+      let dependency = other.add { otherGate.wait() }
+      let hold = Self.holdASlot(of: queue)
+      var stuck: [Int] = []
+      var flagStayedSet = 0
+      for round in 0..<rounds {
+        let started = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        queue.add {
+          started.signal()
+          go.wait()
+        }
+        if started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut {
+          stuck.append(round)
+          break
+        }
+        _ = queue.add(dependencies: [dependency]) {}
+        if !Self.clearTheReadyFlag(of: queue) { flagStayedSet += 1 }
+        let ran = DispatchSemaphore(value: 0)
+        go.signal()
+        Self.wobble(&random)
+        queue.add { ran.signal() }
+        if ran.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .timedOut {
+          stuck.append(round)
+          break
+        }
+      }
+      #expect(stuck.isEmpty, "seed \(seed): a ready item waited with a slot free in round \(stuck)")
+      #expect(flagStayedSet == 0, "the flag stayed set in \(flagStayedSet) rounds: those did not test the retirement")
+      hold.signal()
+      otherGate.signal()
+      queue.waitUntilAllFinished()
+    #endif
+  }
 }
