@@ -32,9 +32,10 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
   /// after all. Its threads start on first use and cannot be shut down.
   public static let shared = BlockingExecutor(name: "spindle.blocking", threadCount: defaultSharedThreadCount)
 
-  /// The number of threads of ``shared``: `min(64, max(4, 2 × online cores))`.
+  /// The number of threads of ``shared``: `min(64, max(4, 2 × available cores))` (the processors this process may
+  /// use: see ``WorkQueue/activeProcessorCount``).
   public static var defaultSharedThreadCount: Int {
-    min(64, max(4, 2 * onlineProcessorCount))
+    min(64, max(4, 2 * availableProcessorCount))
   }
 
   /// The name given to the executor, for debugging.
@@ -135,7 +136,7 @@ public final class BlockingExecutor: TaskExecutor, CustomStringConvertible, @unc
     state.threadExited()
   }
 
-  static var onlineProcessorCount: Int { Platform.onlineProcessorCount }
+  static var availableProcessorCount: Int { Platform.availableProcessorCount }
 }
 
 /// The thread-specific slot whose value on a BlockingExecutor thread is its executor's state.
@@ -187,7 +188,7 @@ final class BlockingExecutorState: @unchecked Sendable {
   let maxSpinners: Int
   /// Whether spinners poll without yielding at first: pointless with one core, where the thread that
   /// would hand over the next job cannot run while the spinner holds the core.
-  static let busyPollAllowed = Platform.onlineProcessorCount > 1
+  static let busyPollAllowed = Platform.availableProcessorCount > 1
 
   init(maxSpinners: Int) {
     self.maxSpinners = maxSpinners
@@ -196,7 +197,7 @@ final class BlockingExecutorState: @unchecked Sendable {
   /// Twice the cores, at least 2, at most `threadCount`. Measured on 2 cores only (see above); on a large machine
   /// this lets many threads spin for up to ``spinDuration`` after a burst, most of that time yielding the CPU.
   static func defaultMaxSpinners(threadCount: Int) -> Int {
-    min(threadCount, max(2, 2 * Platform.onlineProcessorCount))
+    min(threadCount, max(2, 2 * Platform.availableProcessorCount))
   }
 
   deinit {

@@ -25,10 +25,120 @@
 /// Platform.writeToStandardError("something went wrong\n")
 /// ```
 package enum Platform {
-  /// The number of processors online now (at least 1).
+  /// The number of processors online now (at least 1), whether or not this process may run on them: see
+  /// ``availableProcessorCount``.
   package static var onlineProcessorCount: Int {
     let count = sysconf(Int32(_SC_NPROCESSORS_ONLN))
     return count > 0 ? count : 1
+  }
+
+  /// The number of processors this process can use (at least 1): the online ones, narrowed on Linux by the calling
+  /// thread's CPU affinity (`taskset`, a cpuset) and by the CPU quota of the process's control group (a container's
+  /// `--cpus`; a fractional quota counts as the next whole processor). What a queue's default width and the bound on
+  /// spinning workers are made of: in a container given 2 of a host's 64 processors, 2, not 64.
+  ///
+  /// The affinity is read at each call; the quota once per process (read from `/proc` and `/sys`).
+  package static var availableProcessorCount: Int {
+    var count = onlineProcessorCount
+    #if os(Linux)
+      if let affinity = affinityProcessorCount { count = min(count, affinity) }
+      if let quota = cgroupProcessorQuota { count = min(count, quota) }
+    #endif
+    return max(1, count)
+  }
+
+  #if os(Linux)
+    private typealias GetAffinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
+    /// glibc's and musl's `sched_getaffinity`, which Swift's C module does not declare (it needs `_GNU_SOURCE`).
+    private static let getAffinity = lookUpFunction("sched_getaffinity", as: GetAffinity.self)
+
+    /// The processors in the calling thread's affinity mask; nil when the call fails.
+    private static var affinityProcessorCount: Int? {
+      guard let getAffinity else { return nil }
+      // 1,024 processors (the size of glibc's `cpu_set_t`); a machine with more answers EINVAL, and the mask is
+      // not consulted.
+      var mask = [UInt64](repeating: 0, count: 16)
+      let result = mask.withUnsafeMutableBytes { getAffinity(0, $0.count, $0.baseAddress) }
+      guard result == 0 else { return nil }
+      let count = mask.reduce(0) { $0 + $1.nonzeroBitCount }
+      return count > 0 ? count : nil
+    }
+
+    /// The CPU quota of this process's control group in whole processors (rounded up), or nil when it has none.
+    private static let cgroupProcessorQuota: Int? = {
+      let membership = readSmallFile("/proc/self/cgroup") ?? ""
+      // cgroup v2: the unified hierarchy's `cpu.max` of the process's group (or of the root, inside a container
+      // whose group is its root).
+      if let path = cgroupPath(inProcSelfCgroup: membership, controller: nil) {
+        for directory in ["/sys/fs/cgroup" + path, "/sys/fs/cgroup"] {
+          if let text = readSmallFile(directory + "/cpu.max") { return processorQuota(cpuMax: text) }
+        }
+      }
+      // cgroup v1: the `cpu` controller's CFS quota and period.
+      let path = cgroupPath(inProcSelfCgroup: membership, controller: "cpu") ?? "/"
+      for directory in ["/sys/fs/cgroup/cpu" + path, "/sys/fs/cgroup/cpu,cpuacct" + path, "/sys/fs/cgroup/cpu"] {
+        if let quota = readSmallFile(directory + "/cpu.cfs_quota_us"),
+          let period = readSmallFile(directory + "/cpu.cfs_period_us")
+        {
+          return processorQuota(cfsQuota: quota, cfsPeriod: period)
+        }
+      }
+      return nil
+    }()
+  #endif
+
+  /// The group path of `controller` (nil: the cgroup v2 unified hierarchy, `0::path`) in the text of
+  /// `/proc/self/cgroup`, whose lines read `id:controllers:path`; nil when it is not there.
+  package static func cgroupPath(inProcSelfCgroup text: String, controller: String?) -> String? {
+    for line in text.split(separator: "\n") {
+      let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+      guard fields.count == 3 else { continue }
+      let matches: Bool
+      if let controller {
+        matches = fields[1].split(separator: ",").contains { $0 == controller }
+      } else {
+        matches = fields[0] == "0" && fields[1].isEmpty
+      }
+      if matches { return fields[2].isEmpty ? "/" : String(fields[2]) }
+    }
+    return nil
+  }
+
+  /// Whole processors (rounded up, at least 1) in a cgroup v2 `cpu.max` (`"150000 100000"`: 1.5 processors, so 2);
+  /// nil for no limit (`"max 100000"`) or text that is not a quota.
+  package static func processorQuota(cpuMax text: String) -> Int? {
+    let fields = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+    guard fields.count >= 2, let quota = Int(fields[0]), let period = Int(fields[1]) else { return nil }
+    return wholeProcessors(quota: quota, period: period)
+  }
+
+  /// Whole processors (rounded up, at least 1) in a cgroup v1 CFS quota and period (`cpu.cfs_quota_us`,
+  /// `cpu.cfs_period_us`); nil for no limit (a quota of -1) or text that is not a number.
+  package static func processorQuota(cfsQuota: String, cfsPeriod: String) -> Int? {
+    func number(_ text: String) -> Int? { Int(text.filter { $0 != "\n" && $0 != " " }) }
+    guard let quota = number(cfsQuota), let period = number(cfsPeriod) else { return nil }
+    return wholeProcessors(quota: quota, period: period)
+  }
+
+  private static func wholeProcessors(quota: Int, period: Int) -> Int? {
+    guard quota > 0, period > 0 else { return nil }
+    return max(1, (quota + period - 1) / period)
+  }
+
+  /// The text of a small file (at most 4 KiB read), or nil when it cannot be read.
+  private static func readSmallFile(_ path: String) -> String? {
+    let descriptor = open(path, O_RDONLY)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var bytes = [UInt8](repeating: 0, count: 4_096)
+    var length = 0
+    while length < bytes.count {
+      let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + length, $0.count - length) }
+      if count < 0 && errno == EINTR { continue }
+      if count <= 0 { break }
+      length += count
+    }
+    return String(decoding: bytes[..<length], as: UTF8.self)
   }
 
   /// An identifier of the calling thread (its `pthread_t`, as a number).

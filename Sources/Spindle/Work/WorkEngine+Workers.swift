@@ -27,7 +27,7 @@ extension WorkEngine {
   /// thread has a core to itself. Without this bound every idle worker of every queue lingered: in the package's
   /// test run, with hundreds of queues alive at once, a thread dump caught 194 workers yielding in `linger` on two
   /// cores, and the cooperative pool ran no job for 15–30 s at the start of each run (the stall probe's reports).
-  static let maxLingering = Platform.onlineProcessorCount
+  static let maxLingering = Platform.availableProcessorCount
 
   /// Workers lingering now, in the whole process (at most ``maxLingering``).
   static let lingering = Atomic<Int>(0)

@@ -53,8 +53,9 @@ public final class WorkQueue: Sendable {
   ///
   /// - Parameters:
   ///   - name: A name for traces and messages.
-  ///   - maxConcurrent: The width: how many bodies may run at once. Defaults to the number of active
-  ///     processors; 1 makes a serial queue. Must be at least 1.
+  ///   - maxConcurrent: The width: how many bodies may run at once. Defaults to the processors this process can
+  ///     use (``activeProcessorCount``: CPU affinity and a container's CPU quota count); 1 makes a serial queue.
+  ///     Must be at least 1.
   ///   - qos: The quality of service of the Dispatch threads that run the bodies.
   ///   - trace: Records one event per work item (see ``WorkTrace``); `nil` records nothing.
   public init(
@@ -86,9 +87,18 @@ public final class WorkQueue: Sendable {
     }
   }
 
-  /// The number of processors currently available, the default width of a queue.
+  /// The number of processors currently available to this process, the default width of a queue.
+  ///
+  /// The online processors, narrowed on Linux by the calling thread's CPU affinity (`taskset`, cpusets) and by the CPU
+  /// quota of the process's control group (a container started with `--cpus 1.5` counts 2), as Foundation's
+  /// `ProcessInfo.activeProcessorCount` and swift-nio's `System.coreCount` do: a queue in a container given 2 of a
+  /// host's 64 processors runs 2 bodies at once by default, not 64.
+  ///
+  /// ```swift
+  /// let decoders = WorkQueue(name: "decode", maxConcurrent: WorkQueue.activeProcessorCount)
+  /// ```
   public static var activeProcessorCount: Int {
-    Platform.onlineProcessorCount
+    Platform.availableProcessorCount
   }
 
   /// The width: the largest number of bodies that run at once (1: a serial queue). Settable at any time.

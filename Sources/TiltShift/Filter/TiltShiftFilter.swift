@@ -31,9 +31,10 @@ public struct TiltShiftFilter: Sendable {
     self.parameters = parameters
   }
 
-  /// The number of processors online, the default number of bands.
+  /// The number of processors this process may use (see `WorkQueue.activeProcessorCount`), the default number of
+  /// bands.
   public static var defaultBandCount: Int {
-    Platform.onlineProcessorCount
+    Platform.availableProcessorCount
   }
 
   /// Returns the filtered image; `image` is unchanged. Same size, layout, bit depth and metadata as the input.

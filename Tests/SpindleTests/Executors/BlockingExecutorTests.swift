@@ -100,7 +100,7 @@ import Testing
   /// finish a job at the same moment, two may spin and the rest sleep. (The limit is set below the thread count
   /// here, so that the test bounds it on any machine; by default it is twice the cores.)
   @Test func noMoreThreadsSpinThanTheLimit() async throws {
-    let cores = BlockingExecutor.onlineProcessorCount
+    let cores = BlockingExecutor.availableProcessorCount
     #expect(BlockingExecutorState.defaultMaxSpinners(threadCount: 8) == min(8, max(2, 2 * cores)))
     #expect(BlockingExecutorState.defaultMaxSpinners(threadCount: 1) == 1)
     let executor = BlockingExecutor(name: "test.spinners", threadCount: 8, maxSpinners: 2)
@@ -120,7 +120,7 @@ import Testing
   }
 
   @Test func sharedExecutorIsSizedForBlockingWork() {
-    let cores = BlockingExecutor.onlineProcessorCount
+    let cores = BlockingExecutor.availableProcessorCount
     #expect(BlockingExecutor.defaultSharedThreadCount == min(64, max(4, 2 * cores)))
     #expect(BlockingExecutor.shared.threadCount == BlockingExecutor.defaultSharedThreadCount)
     #expect(!BlockingExecutor.shared.isShutdown)
@@ -190,7 +190,7 @@ import Testing
 /// Returns what went wrong (empty when all is well).
 func starvationScenario() async -> [String] {
   var failures: [String] = []
-  let cores = BlockingExecutor.onlineProcessorCount
+  let cores = BlockingExecutor.availableProcessorCount
   let actions = cores + 2
   let executor = BlockingExecutor(name: "test.starve", threadCount: actions)
   defer { executor.shutdown() }
