@@ -29,7 +29,7 @@ extension WorkEngine {
   /// on this queue (the list it is given) and say what the slot it held (if any) does next; then does the rest
   /// outside the lock.
   ///
-  /// `onWorker`: a worker retires the item it ran, through ``withStateOnRetirement(_:)``, which takes the incoming list
+  /// `onWorker`: a worker retires the item it ran, through ``withStateOnRetirement(needsIncoming:_:)``, which takes the incoming list
   /// only when this retirement needs it (``EngineState/retirementNeedsIncoming(readying:)``).
   @inline(__always)
   private func retire<Next>(

@@ -61,6 +61,11 @@ final class WorkEngine: @unchecked Sendable {
     /// Tests only (debug builds): whether the incoming list may hold a ready item (``incomingMayHoldReady``), which a
     /// worker's retirement reads instead of the list.
     var incomingMayHoldReadyForTesting: Bool { incomingMayHoldReady.load(ordering: .relaxed) }
+    /// Tests only (debug builds): marks the ready flag as found set with nothing ready enough times that the next
+    /// taking of the list clears it (and takes the list).
+    func makeTheNextTakingClearTheReadyFlagForTesting() {
+      lockedState.withLock { $0.readyFlagStaleTakings = Self.takingsBeforeClearingTheReadyFlag }
+    }
     /// Tests only (debug builds): called while `admit` makes a new item known, right after the item is counted as
     /// resolved or put on `incoming` (whichever comes first): where an adding thread that is preempted leaves the
     /// widest window for other threads to act on the item.
@@ -95,11 +100,18 @@ final class WorkEngine: @unchecked Sendable {
   /// Whether `incoming` may hold an item that was ready when added. An adding thread sets it (when it finds it clear)
   /// after it put a ready item on the list; a critical section clears it only right before it takes the list, so
   /// whenever a ready item is on the list and its adder has passed this flag, the flag is set. A worker's retirement
-  /// reads only this (see ``withStateOnRetirement(_:)``): while the queue gets work that waits for other work (a chain
-  /// added live), the list's line stays with the adding thread. Cleared only once a taking of the list found it set
-  /// and nothing ready (`EngineState.readyFlagIsStale`), so a stream of ready items does not move its line back and
-  /// forth either.
+  /// reads only this (see ``withStateOnRetirement(needsIncoming:_:)``): while the queue gets work that waits for other
+  /// work (a chain added live), the list's line stays with the adding thread. Cleared only after
+  /// ``takingsBeforeClearingTheReadyFlag`` takings in a row found it set and nothing ready
+  /// (`EngineState.readyFlagStaleTakings`): a stream of ready items, or one that mixes ready and waiting work (a random
+  /// graph), does not move the flag's line back and forth.
   private let incomingMayHoldReady = Atomic<Bool>(false)
+  /// How many takings of the list in a row must find ``incomingMayHoldReady`` set and nothing ready before the next one
+  /// clears it. Cleared after one such taking, the flag was set and cleared about 13,100 times while a random graph of
+  /// 100,000 nodes was added live (it mixes ready and waiting items: each set by the adding thread and clear by the
+  /// worker moves the flag's line); after eight, about 2,800 times. A chain added live clears it after its first
+  /// few items either way.
+  static let takingsBeforeClearingTheReadyFlag = 8
   private let padding4 = CacheLinePadding()
 
   init(name: String, width: Int, qos: DispatchQoS.QoSClass, trace: WorkTrace?, runsOnMain: Bool = false) {
@@ -174,13 +186,19 @@ final class WorkEngine: @unchecked Sendable {
 
   /// The critical section of ``withState(_:)``: takes `incoming`, runs `body`, publishes the hints and looks at
   /// `incoming` again; items it started go to `extra`, for the caller to hand to workers after unlocking.
+  ///
+  /// `takesListFirst` says whether to take `incoming` before `body` (always, but for a worker's retirement: see
+  /// ``withStateOnRetirement(needsIncoming:_:)``); `readsFlagWhileAlive`, whether the look after publishing the hints
+  /// reads ``incomingMayHoldReady`` before `incoming` while the engine holds itself (the retirement's section).
   @inline(__always)
   private func critical<Result>(
     _ state: inout EngineState,
     _ extra: inout SmallList<AnyWork>,
+    takesListFirst: (borrowing EngineState) -> Bool = { _ in true },
+    readsFlagWhileAlive: Bool = false,
     _ body: (inout EngineState) throws -> Result
   ) rethrows -> Result {
-    var queued = absorbIncoming(&state)
+    var queued = takesListFirst(state) ? absorbIncoming(&state) : false
     let result = try body(&state)
     #if DEBUG
       if let hook = criticalSectionHook.withLock({ $0 }) { hook(state.scheduler.slots, state.scheduler.width) }
@@ -191,8 +209,11 @@ final class WorkEngine: @unchecked Sendable {
         while let item = starts.popFirst() { extra.append(consume item) }
       }
       publishHints(state)
-      let exposed = slotFreeHint.load(ordering: .relaxed) || !aliveHint.load(ordering: .relaxed)
-      guard exposed, incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
+      if aliveHint.load(ordering: .relaxed) {
+        guard slotFreeHint.load(ordering: .relaxed) else { break }
+        if readsFlagWhileAlive && !incomingMayHoldReady.load(ordering: .sequentiallyConsistent) { break }
+      }
+      guard incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
       queued = absorbIncoming(&state)
     }
     return result
@@ -221,31 +242,10 @@ final class WorkEngine: @unchecked Sendable {
   ) rethrows -> Result {
     var extra = SmallList<AnyWork>()
     let result = try lockedState.withLock { state in
-      var queued = false
-      if incomingMayHoldReady.load(ordering: .sequentiallyConsistent) || needsIncoming(state) {
-        queued = absorbIncoming(&state)
-      }
-      let result = try body(&state)
-      #if DEBUG
-        if let hook = criticalSectionHook.withLock({ $0 }) { hook(state.scheduler.slots, state.scheduler.width) }
-      #endif
-      while true {
-        if queued {
-          var starts = state.scheduler.takeStarts()
-          while let item = starts.popFirst() { extra.append(consume item) }
-        }
-        publishHints(state)
-        if !aliveHint.load(ordering: .relaxed) {
-          guard incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
-        } else {
-          guard slotFreeHint.load(ordering: .relaxed),
-            incomingMayHoldReady.load(ordering: .sequentiallyConsistent),
-            incoming.load(ordering: .sequentiallyConsistent) != nil
-          else { break }
-        }
-        queued = absorbIncoming(&state)
-      }
-      return result
+      try critical(
+        &state, &extra,
+        takesListFirst: { incomingMayHoldReady.load(ordering: .sequentiallyConsistent) || needsIncoming($0) },
+        readsFlagWhileAlive: true, body)
     }
     while let item = extra.popFirst() { startWorker(consume item) }
     return result
@@ -256,19 +256,19 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   private func absorbIncoming(_ state: inout EngineState) -> Bool {
     let mayHoldReady = incomingMayHoldReady.load(ordering: .relaxed)
-    let clearing = mayHoldReady && state.readyFlagIsStale
+    let clearing = mayHoldReady && state.readyFlagStaleTakings >= Self.takingsBeforeClearingTheReadyFlag
     if clearing {
       // Cleared, then the list taken (even when it looks empty): an item pushed before the exchange is taken with it,
       // and the adder of one pushed after it finds the flag clear and sets it.
       incomingMayHoldReady.store(false, ordering: .sequentiallyConsistent)
-      state.readyFlagIsStale = false
+      state.readyFlagStaleTakings = 0
     } else if incoming.load(ordering: .relaxed) == nil {
       return false
     }
     guard let taken = incoming.exchange(nil, ordering: .sequentiallyConsistent) else { return false }
     let queued = absorb(taken, into: &state)
-    // Set (and not cleared just now), and nothing taken was ready: the next taking of the list clears it.
-    if mayHoldReady && !clearing && !queued { state.readyFlagIsStale = true }
+    // Set (and not cleared just now): one more taking in a row that found nothing ready, or the count starts again.
+    if mayHoldReady && !clearing { state.readyFlagStaleTakings = queued ? 0 : state.readyFlagStaleTakings + 1 }
     return queued
   }
 
@@ -1332,9 +1332,9 @@ struct EngineState {
   /// Unmanaged, so that the retirement that takes it has a plain value to release outside the lock, and the others
   /// nothing to destroy.
   var keepAlive: Unmanaged<WorkEngine>?
-  /// Whether the last taking of the incoming list found `WorkEngine.incomingMayHoldReady` set and no ready item on it:
-  /// the next one clears the flag first.
-  var readyFlagIsStale = false
+  /// How many takings of the incoming list in a row found `WorkEngine.incomingMayHoldReady` set and no ready item on
+  /// it: at `WorkEngine.takingsBeforeClearingTheReadyFlag`, the next one clears the flag first.
+  var readyFlagStaleTakings = 0
 
   var progress: WorkProgress { WorkProgress(completed: completed, total: added) }
 

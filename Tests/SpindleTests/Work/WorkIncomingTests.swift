@@ -464,11 +464,11 @@ struct WorkIncomingTests {
 /// or when the retirement needs the items on it (`EngineState.retirementNeedsIncoming`). These tests set up each case
 /// where skipping the list would break a promise, with the flag clear, and check the promise.
 extension WorkIncomingTests {
-  /// Takes the list twice: the first taking finds the flag set and nothing ready on the list (`item`, which waits),
-  /// the second clears it. Returns whether the flag is clear afterwards.
+  /// Has the next taking of the list clear the flag (as after enough takings that found nothing ready), and takes
+  /// it. Returns whether the flag is clear afterwards.
   static func clearTheReadyFlag(of queue: WorkQueue) -> Bool {
     #if DEBUG
-      queue.engine.withState { _ in }
+      queue.engine.makeTheNextTakingClearTheReadyFlagForTesting()
       queue.engine.withState { _ in }
       return !queue.engine.incomingMayHoldReadyForTesting
     #else
@@ -653,31 +653,41 @@ extension WorkIncomingTests {
     #endif
   }
 
-  /// The flag is cleared only by a taking that follows one which found it set and nothing ready; a taking that found a
-  /// ready item leaves it set, so that a stream of ready items does not write its line at every add. (helper-53's
-  /// review: the mark "found nothing ready" survived the clear it caused, and the next taking of a ready item cleared
-  /// the flag.)
-  @Test("the ready flag is cleared only after a taking found it set and nothing ready, never by one that found one")
-  func readyFlagStaysSetForAStreamOfReadyItems() {
+  /// The flag is cleared only by a taking that follows `takingsBeforeClearingTheReadyFlag` takings in a row that found
+  /// it set and nothing ready; a taking that finds a ready item leaves it set and starts the count again, so that a
+  /// stream of ready items, or one that mixes ready and waiting work, does not write its line at every add. (helper-53's
+  /// review found the mark "found nothing ready" surviving the clear it caused.)
+  @Test("the ready flag is cleared only after enough takings in a row found it set and nothing ready")
+  func readyFlagStaysSetWhileReadyItemsKeepComing() {
     #if DEBUG
       let queue = WorkQueue(name: "incoming.flag.stale", maxConcurrent: 1)
       let other = WorkQueue(name: "incoming.flag.stale.other", maxConcurrent: 1)
       let otherGate = DispatchSemaphore(value: 0)
       let dependency = other.add { otherGate.wait() }
       let hold = Self.holdASlot(of: queue)
+      let takings = WorkEngine.takingsBeforeClearingTheReadyFlag
+      func takeAWaitingItem() {
+        _ = queue.add(dependencies: [dependency]) {}
+        queue.engine.withState { _ in }
+      }
+      func takeAReadyItem() {
+        queue.add {}
+        queue.engine.withState { _ in }
+      }
       queue.add {}
       #expect(queue.engine.incomingMayHoldReadyForTesting, "a ready item went on the list without the flag")
-      queue.engine.withState { _ in }  // takes a ready item: the flag stays set
-      _ = queue.add(dependencies: [dependency]) {}
-      queue.engine.withState { _ in }  // set, and nothing ready
-      #expect(queue.engine.incomingMayHoldReadyForTesting)
-      _ = queue.add(dependencies: [dependency]) {}
-      queue.engine.withState { _ in }  // clears it
-      #expect(!queue.engine.incomingMayHoldReadyForTesting)
-      queue.add {}
-      #expect(queue.engine.incomingMayHoldReadyForTesting)
-      queue.engine.withState { _ in }  // takes a ready item
+      queue.engine.withState { _ in }
+      for _ in 0..<takings { takeAWaitingItem() }
+      #expect(queue.engine.incomingMayHoldReadyForTesting, "cleared before \(takings) takings found nothing ready")
+      takeAWaitingItem()
+      #expect(!queue.engine.incomingMayHoldReadyForTesting, "still set after \(takings) takings found nothing ready")
+      takeAReadyItem()
       #expect(queue.engine.incomingMayHoldReadyForTesting, "a taking that found a ready item cleared the flag")
+      // A ready taking in the middle starts the count again: 2 × (takings - 1) + 1 waiting takings, and still set.
+      for _ in 0..<(takings - 1) { takeAWaitingItem() }
+      takeAReadyItem()
+      for _ in 0..<takings { takeAWaitingItem() }
+      #expect(queue.engine.incomingMayHoldReadyForTesting, "a taking that found a ready item did not restart the count")
       hold.signal()
       otherGate.signal()
       queue.waitUntilAllFinished()
