@@ -60,6 +60,33 @@ struct WorkIncomingTests {
     queue.waitUntilAllFinished()
   }
 
+  #if DEBUG
+    /// Arms `queue`'s critical-section hook: once per count in `armed`, in the first critical section that ends with a
+    /// slot free (a worker leaving), another thread adds a ready item that signals `ran`. When the hints that section
+    /// published last say no slot is free (so the add must not take the lock), the round counts in `inWindow`, and in
+    /// `addedInWindow` too when the add returned while the section still held the lock. The caller clears the hook.
+    static func addInTheLeavingWorkersSection(
+      of queue: WorkQueue, armed: Counter, ran: DispatchSemaphore, inWindow: Counter, addedInWindow: Counter
+    ) {
+      queue.engine.criticalSectionHook.withLock {
+        $0 = { slots, width in
+          guard slots < width, armed.value > 0 else { return }
+          armed.add(-1)
+          let hidden = !queue.engine.readyAddTakesTheLockForTesting
+          let added = DispatchSemaphore(value: 0)
+          DispatchQueue.global().async {
+            queue.add { ran.signal() }
+            added.signal()
+          }
+          guard hidden else { return }
+          _ = inWindow.increment()
+          // The add must not need this lock: it returns while the leaving worker still holds it.
+          if added.wait(timeout: .now() + 5) == .success { _ = addedInWindow.increment() }
+        }
+      }
+    }
+  #endif
+
   /// The narrowest race: an add that lands while the worker giving its slot back holds the lock, after it took the
   /// list and before it publishes the free slot. The adder then reads "no free slot" and leaves its item on the
   /// list; only the worker's second look at the list, after publishing, starts it. A debug-build hook inside the
@@ -78,23 +105,8 @@ struct WorkIncomingTests {
       let ran = DispatchSemaphore(value: 0)
       let inWindow = Counter()
       let addedInWindow = Counter()
-      queue.engine.criticalSectionHook.withLock {
-        $0 = { slots, width in
-          // Once per round, in the first critical section that ends with a slot free: a worker leaving.
-          guard slots < width, armed.value > 0 else { return }
-          armed.add(-1)
-          let hidden = !queue.engine.readyAddTakesTheLockForTesting
-          let added = DispatchSemaphore(value: 0)
-          DispatchQueue.global().async {
-            queue.add { ran.signal() }
-            added.signal()
-          }
-          guard hidden else { return }
-          _ = inWindow.increment()
-          // The add must not need this lock: it returns while the leaving worker still holds it.
-          if added.wait(timeout: .now() + 5) == .success { _ = addedInWindow.increment() }
-        }
-      }
+      Self.addInTheLeavingWorkersSection(
+        of: queue, armed: armed, ran: ran, inWindow: inWindow, addedInWindow: addedInWindow)
       var stuck: [Int] = []
       let rounds = 50
       for round in 0..<rounds {
@@ -625,20 +637,9 @@ extension WorkIncomingTests {
       let armed = Counter()
       let ran = DispatchSemaphore(value: 0)
       let inWindow = Counter()
-      queue.engine.criticalSectionHook.withLock {
-        $0 = { slots, width in
-          guard slots < width, armed.value > 0 else { return }
-          armed.add(-1)
-          let hidden = !queue.engine.readyAddTakesTheLockForTesting
-          let added = DispatchSemaphore(value: 0)
-          DispatchQueue.global().async {
-            queue.add { ran.signal() }
-            added.signal()
-          }
-          guard hidden else { return }
-          if added.wait(timeout: .now() + 5) == .success { _ = inWindow.increment() }
-        }
-      }
+      let addedInWindow = Counter()
+      Self.addInTheLeavingWorkersSection(
+        of: queue, armed: armed, ran: ran, inWindow: inWindow, addedInWindow: addedInWindow)
       var stuck: [Int] = []
       for round in 0..<20 {
         armed.add(1)
@@ -648,6 +649,7 @@ extension WorkIncomingTests {
       }
       #expect(stuck.isEmpty, "a ready item waited on the list of an idle main-thread queue in round \(stuck)")
       #expect(inWindow.value > 0, "no round's add landed while the published hints said no slot was free")
+      #expect(addedInWindow.value == inWindow.value, "the add needed the lock the leaving worker held")
       otherGate.signal()
       #expect(eventually { keeper.state == .finished })
     #endif
