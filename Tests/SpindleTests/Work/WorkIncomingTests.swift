@@ -476,6 +476,26 @@ struct WorkIncomingTests {
 /// or when the retirement needs the items on it (`EngineState.retirementNeedsIncoming`). These tests set up each case
 /// where skipping the list would break a promise, with the flag clear, and check the promise.
 extension WorkIncomingTests {
+  /// Work on a queue of its own that runs until `gate` is signalled: a dependency that keeps the items waiting for it on
+  /// the list, or registered and waiting, for as long as a test needs.
+  static func workOnAnotherQueue(named name: String) -> (work: Work<Void>, gate: DispatchSemaphore) {
+    let other = WorkQueue(name: name, maxConcurrent: 1)
+    let gate = DispatchSemaphore(value: 0)
+    return (other.add { gate.wait() }, gate)
+  }
+
+  /// An item of `queue` that is running (this returns once its body started) until `gate` is signalled.
+  static func runningItem(of queue: WorkQueue) -> (work: Work<Void>, gate: DispatchSemaphore) {
+    let gate = DispatchSemaphore(value: 0)
+    let started = DispatchSemaphore(value: 0)
+    let running = queue.add {
+      started.signal()
+      gate.wait()
+    }
+    #expect(started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+    return (running, gate)
+  }
+
   /// Has the next taking of the list clear the flag (as after enough takings that found nothing ready), and takes
   /// it. Returns whether the flag is clear afterwards.
   static func clearTheReadyFlag(of queue: WorkQueue) -> Bool {
@@ -544,22 +564,11 @@ extension WorkIncomingTests {
   func lastCountedItemRetiresWhileWorkWaitsOnTheList() throws {
     #if DEBUG
       let queue = WorkQueue(name: "incoming.retirement.last", maxConcurrent: 2)
-      let other = WorkQueue(name: "incoming.retirement.other", maxConcurrent: 1)
-      let otherGate = DispatchSemaphore(value: 0)
-      let dependency = other.add { otherGate.wait() }
-      let gate = DispatchSemaphore(value: 0)
-      let started = DispatchSemaphore(value: 0)
-      let running = queue.add {
-        started.signal()
-        gate.wait()
-      }
-      #expect(started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
-      // An item that waits, taken with the flag set (so the next taking clears it), then cancelled: the running item
-      // is the only one counted again.
-      let waiting = queue.add(dependencies: [dependency]) {}
+      let (dependency, otherGate) = Self.workOnAnotherQueue(named: "incoming.retirement.other")
+      let (running, gate) = Self.runningItem(of: queue)
+      // The flag cleared, and the running item the only one counted.
       #expect(Self.clearTheReadyFlag(of: queue))
-      waiting.cancel()
-      #expect(eventually { queue.unfinishedCount == 1 })
+      #expect(queue.unfinishedCount == 1)
       // A thread waits for the queue to end; then an item that waits for the other queue goes on the list, and no
       // critical section takes it before the running item's retirement.
       let ended = DispatchSemaphore(value: 0)
@@ -586,17 +595,9 @@ extension WorkIncomingTests {
   func dependentAddedAfterTheLastTakingIsRegisteredBeforeItRuns() throws {
     #if DEBUG
       let queue = WorkQueue(name: "incoming.retirement.unregistered", maxConcurrent: 1)
-      let other = WorkQueue(name: "incoming.retirement.unregistered.other", maxConcurrent: 1)
-      let otherGate = DispatchSemaphore(value: 0)
-      let dependency = other.add { otherGate.wait() }
+      let (dependency, otherGate) = Self.workOnAnotherQueue(named: "incoming.retirement.unregistered.other")
       defer { otherGate.signal() }
-      let gate = DispatchSemaphore(value: 0)
-      let started = DispatchSemaphore(value: 0)
-      let running = queue.add {
-        started.signal()
-        gate.wait()
-      }
-      #expect(started.wait(timeout: .now() + Reliability.seconds(20, full: 60)) == .success)
+      let (running, gate) = Self.runningItem(of: queue)
       // Two items that wait for the other queue, registered, and the flag cleared: the running item's retirement has
       // more than itself counted and no ready item on the list, so only its dependent's registration makes it take
       // the list.
@@ -630,9 +631,7 @@ extension WorkIncomingTests {
       defer { queue.engine.criticalSectionHook.withLock { $0 = nil } }
       // An item that waits for another queue all along: the engine holds itself through every round, so the leaving
       // worker's section looks at the flag (with nothing counted, it would look at the list itself).
-      let other = WorkQueue(name: "incoming.main-leaving.other", maxConcurrent: 1)
-      let otherGate = DispatchSemaphore(value: 0)
-      let dependency = other.add { otherGate.wait() }
+      let (dependency, otherGate) = Self.workOnAnotherQueue(named: "incoming.main-leaving.other")
       let keeper = queue.add(dependencies: [dependency]) {}
       let armed = Counter()
       let ran = DispatchSemaphore(value: 0)
@@ -663,9 +662,7 @@ extension WorkIncomingTests {
   func readyFlagStaysSetWhileReadyItemsKeepComing() {
     #if DEBUG
       let queue = WorkQueue(name: "incoming.flag.stale", maxConcurrent: 1)
-      let other = WorkQueue(name: "incoming.flag.stale.other", maxConcurrent: 1)
-      let otherGate = DispatchSemaphore(value: 0)
-      let dependency = other.add { otherGate.wait() }
+      let (dependency, otherGate) = Self.workOnAnotherQueue(named: "incoming.flag.stale.other")
       let hold = Self.holdASlot(of: queue)
       let takings = WorkEngine.takingsBeforeClearingTheReadyFlag
       func takeAWaitingItem() {
@@ -705,9 +702,7 @@ extension WorkIncomingTests {
       let seed = Reliability.seed()
       var random = Reliability.Random(seed: seed)
       let queue = WorkQueue(name: "incoming.retirement.race", maxConcurrent: 2)
-      let other = WorkQueue(name: "incoming.retirement.race.other", maxConcurrent: 1)
-      let otherGate = DispatchSemaphore(value: 0)
-      let dependency = other.add { otherGate.wait() }
+      let (dependency, otherGate) = Self.workOnAnotherQueue(named: "incoming.retirement.race.other")
       let hold = Self.holdASlot(of: queue)
       var stuck: [Int] = []
       var flagStayedSet = 0
