@@ -33,8 +33,8 @@ package enum Platform {
   }
 
   /// The number of processors this process can use (at least 1): the online ones, narrowed on Linux by the calling
-  /// thread's CPU affinity (`taskset`, a cpuset) and by the CPU quota of the process's control group (a container's
-  /// `--cpus`; a fractional quota counts as the next whole processor). What a queue's default width and the bound on
+  /// thread's CPU affinity (`taskset`, a cpuset) and by the CPU quota of the process's control group or of a group
+  /// above it (a container's `--cpus`; a fractional quota counts as the next whole processor). What a queue's default width and the bound on
   /// spinning workers are made of: in a container given 2 of a host's 64 processors, 2, not 64.
   ///
   /// The affinity is read at each call; the quota once per process (read from `/proc` and `/sys`).
@@ -65,27 +65,47 @@ package enum Platform {
     }
 
     /// The CPU quota of this process's control group in whole processors (rounded up), or nil when it has none.
-    private static let cgroupProcessorQuota: Int? = {
-      let membership = readSmallFile("/proc/self/cgroup") ?? ""
-      // cgroup v2: the unified hierarchy's `cpu.max` of the process's group (or of the root, inside a container
-      // whose group is its root).
-      if let path = cgroupPath(inProcSelfCgroup: membership, controller: nil) {
-        for directory in ["/sys/fs/cgroup" + path, "/sys/fs/cgroup"] {
-          if let text = readSmallFile(directory + "/cpu.max") { return processorQuota(cpuMax: text) }
-        }
-      }
-      // cgroup v1: the `cpu` controller's CFS quota and period.
-      let path = cgroupPath(inProcSelfCgroup: membership, controller: "cpu") ?? "/"
-      for directory in ["/sys/fs/cgroup/cpu" + path, "/sys/fs/cgroup/cpu,cpuacct" + path, "/sys/fs/cgroup/cpu"] {
-        if let quota = readSmallFile(directory + "/cpu.cfs_quota_us"),
-          let period = readSmallFile(directory + "/cpu.cfs_period_us")
-        {
-          return processorQuota(cfsQuota: quota, cfsPeriod: period)
-        }
-      }
-      return nil
-    }()
+    private static let cgroupProcessorQuota: Int? = processorQuota(
+      cgroupMembership: readSmallFile("/proc/self/cgroup") ?? "", readFile: readSmallFile)
   #endif
+
+  /// The CPU quota, in whole processors, of the control group that `cgroupMembership` (the text of `/proc/self/cgroup`)
+  /// names, reading the files of `/sys/fs/cgroup` through `readFile`: the smallest limit of the group and of each group
+  /// above it (a parent's limit binds its children), in the cgroup v2 unified hierarchy (`cpu.max`) if it is mounted
+  /// there, else in cgroup v1's `cpu` controller (`cpu.cfs_quota_us` over `cpu.cfs_period_us`); nil when none limits.
+  package static func processorQuota(cgroupMembership: String, readFile: (String) -> String?) -> Int? {
+    /// The directories from `path` (a group path, `/a/b`) up to the hierarchy's root, under `mount`.
+    func directories(under mount: String, from path: String) -> [String] {
+      var parts = path.split(separator: "/").map(String.init)
+      var result: [String] = []
+      while true {
+        result.append(parts.isEmpty ? mount : mount + "/" + parts.joined(separator: "/"))
+        if parts.isEmpty { return result }
+        parts.removeLast()
+      }
+    }
+    func smallest(_ quotas: [Int?]) -> Int? { quotas.compactMap { $0 }.min() }
+    if let path = cgroupPath(inProcSelfCgroup: cgroupMembership, controller: nil),
+      readFile("/sys/fs/cgroup/cgroup.controllers") != nil
+    {
+      return smallest(
+        directories(under: "/sys/fs/cgroup", from: path).map { directory in
+          readFile(directory + "/cpu.max").flatMap { processorQuota(cpuMax: $0) }
+        })
+    }
+    let path = cgroupPath(inProcSelfCgroup: cgroupMembership, controller: "cpu") ?? "/"
+    let mounts = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"]
+    for mount in mounts where readFile(mount + "/cpu.cfs_period_us") != nil {
+      return smallest(
+        directories(under: mount, from: path).map { directory in
+          guard let quota = readFile(directory + "/cpu.cfs_quota_us"),
+            let period = readFile(directory + "/cpu.cfs_period_us")
+          else { return nil }
+          return processorQuota(cfsQuota: quota, cfsPeriod: period)
+        })
+    }
+    return nil
+  }
 
   /// The group path of `controller` (nil: the cgroup v2 unified hierarchy, `0::path`) in the text of
   /// `/proc/self/cgroup`, whose lines read `id:controllers:path`; nil when it is not there.

@@ -40,6 +40,43 @@ struct ProcessorCountTests {
     #expect(Platform.cgroupPath(inProcSelfCgroup: "", controller: nil) == nil)
   }
 
+  @Test("the quota is the smallest limit of the group and the groups above it, in cgroup v2 or v1")
+  func quotaOfTheGroupAndItsParents() {
+    func files(_ contents: [String: String]) -> (String) -> String? { { contents[$0] } }
+    // cgroup v2: the parent's 1.5 processors bind the child's unlimited group; the root has no cpu.max.
+    let v2 = files([
+      "/sys/fs/cgroup/cgroup.controllers": "cpu memory\n",
+      "/sys/fs/cgroup/box/cpu.max": "150000 100000\n",
+      "/sys/fs/cgroup/box/app/cpu.max": "max 100000\n",
+    ])
+    #expect(Platform.processorQuota(cgroupMembership: "0::/box/app\n", readFile: v2) == 2)
+    // The child's own limit, when smaller.
+    let v2Child = files([
+      "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
+      "/sys/fs/cgroup/box/cpu.max": "400000 100000\n",
+      "/sys/fs/cgroup/box/app/cpu.max": "100000 100000\n",
+    ])
+    #expect(Platform.processorQuota(cgroupMembership: "0::/box/app\n", readFile: v2Child) == 1)
+    // A container whose own group is mounted as the hierarchy's root, while /proc/self/cgroup names the host's path.
+    let v2Container = files(["/sys/fs/cgroup/cgroup.controllers": "cpu\n", "/sys/fs/cgroup/cpu.max": "300000 100000"])
+    #expect(Platform.processorQuota(cgroupMembership: "0::/docker/abc\n", readFile: v2Container) == 3)
+    #expect(Platform.processorQuota(cgroupMembership: "0::/\n", readFile: v2Container) == 3)
+    // No limit anywhere.
+    let v2Free = files(["/sys/fs/cgroup/cgroup.controllers": "cpu\n", "/sys/fs/cgroup/a/cpu.max": "max 100000\n"])
+    #expect(Platform.processorQuota(cgroupMembership: "0::/a\n", readFile: v2Free) == nil)
+    // cgroup v1 (a hybrid host: the unified hierarchy is not at /sys/fs/cgroup), the cpu controller's group and parent.
+    let v1 = files([
+      "/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+      "/sys/fs/cgroup/cpu/box/cpu.cfs_quota_us": "250000\n", "/sys/fs/cgroup/cpu/box/cpu.cfs_period_us": "100000\n",
+      "/sys/fs/cgroup/cpu/box/app/cpu.cfs_quota_us": "-1\n",
+      "/sys/fs/cgroup/cpu/box/app/cpu.cfs_period_us": "100000\n",
+    ])
+    let membership = "4:memory:/box\n2:cpu,cpuacct:/box/app\n0::/box/app\n"
+    #expect(Platform.processorQuota(cgroupMembership: membership, readFile: v1) == 3)
+    #expect(Platform.processorQuota(cgroupMembership: "2:cpu,cpuacct:/\n", readFile: v1) == nil)
+    #expect(Platform.processorQuota(cgroupMembership: "", readFile: files([:])) == nil)
+  }
+
   @Test("the count is at least 1, at most the online processors, and is a queue's default width")
   func countIsWithinTheOnlineProcessors() {
     let available = Platform.availableProcessorCount

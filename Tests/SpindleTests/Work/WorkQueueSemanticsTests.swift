@@ -325,7 +325,7 @@ struct WorkQueueSemanticsTests {
       if retried && attempts.add(1, ordering: .relaxed).newValue == 1 { finish(Flaky()) } else { finish(1) }
     }
     let after = queue.add { 2 }
-    let advanced = await eventually(within: 10) { after.result != nil }
+    let advanced = await eventually(within: 60) { after.result != nil }
     #expect(advanced, "the worker went on to the next item")
     guard advanced else { return }  // broken, the worker spins holding the item's lock: reading the work would too
     #expect(try work.result?.get() == 1)
@@ -422,7 +422,7 @@ struct WorkQueueSemanticsTests {
     #expect(try await work.value == 1)
     try await queue!.allFinished()
     queue = nil
-    #expect(await eventually(within: 10) { gone == nil }, "nothing keeps a queue whose work is over")
+    #expect(await eventually(within: 60) { gone == nil }, "nothing keeps a queue whose work is over")
     kept.withLock { $0?(2) }
     let messages = reports.messages(containing: name)
     #expect(messages.count == 1)
