@@ -170,8 +170,8 @@ import Testing
       await watching.value
     }
     // The last references go with the batch's own queues' blocks, which may still be on their way out.
-    #expect(await eventually(within: 10) { released == nil }, "the batch is freed once it ended")
-    #expect(await eventually(within: 10) { releasedQueue == nil }, "and so is its queue")
+    #expect(await eventually { released == nil }, "the batch is freed once it ended")
+    #expect(await eventually { releasedQueue == nil }, "and so is its queue")
   }
 
   @Test func aBatchRunsOnceAndASecondRunReturnsTheSameSummary() async throws {

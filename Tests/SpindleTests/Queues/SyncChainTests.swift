@@ -150,7 +150,7 @@ import Testing
     }
     #expect(onQueue)
     // The group empties once the block returns; poll without blocking a cooperative thread.
-    #expect(await eventually(within: 10) { group.wait(timeout: .now()) == .success })
+    #expect(await eventually { group.wait(timeout: .now()) == .success })
     let later = await withCheckedContinuation { continuation in
       a.asyncAfter(deadline: .now() + .milliseconds(5)) { continuation.resume(returning: a.isCurrent) }
     }

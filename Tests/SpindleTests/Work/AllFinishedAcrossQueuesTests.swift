@@ -195,12 +195,12 @@ struct AllFinishedAcrossQueuesTests {
       result.set(await Self.outcome(ofAllFinished: q))
       return 1
     }
-    let holds = await eventually(within: 30) { ExclusivityRegistry.shared.isHeld("af.key", by: a) }
+    let holds = await eventually { ExclusivityRegistry.shared.isHeld("af.key", by: a) }
     #expect(holds)
     let y = r.add(name: "Y", exclusive: "af.key") { 1 }
     let d = q.add(name: "D", after: y) { $0 + 1 }
     // Y is ready at once and parks in K's line, behind A.
-    let parked = await eventually(within: 30) {
+    let parked = await eventually {
       ExclusivityRegistry.shared.line(of: "af.key", heldBy: a).contains { $0 === y }
     }
     #expect(parked)

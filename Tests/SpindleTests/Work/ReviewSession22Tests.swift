@@ -172,11 +172,11 @@ struct ReviewSession22Tests {
         return
       }
       // The last completion handler (which ends a counted wait) may run a moment after the queue looks empty.
-      #expect(eventually(within: 10) { Self.blockedWaits(queue!) == 0 }, "round \(round), seed \(seed)")
+      #expect(eventually { Self.blockedWaits(queue!) == 0 }, "round \(round), seed \(seed)")
       queue = nil
       made = []
       targets.set([])
-      #expect(eventually(within: 10) { engine == nil }, "round \(round) (seed \(seed)): the engine was kept alive")
+      #expect(eventually { engine == nil }, "round \(round) (seed \(seed)): the engine was kept alive")
     }
   }
 
@@ -201,7 +201,7 @@ struct ReviewSession22Tests {
     #expect(try first.wait() == 0)
     #expect(try later.get.wait() == 5)
     #expect(refusals.withLock { $0 } == 100)
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually { Self.blockedWaits(queue) == 0 })
   }
 
   /// Width 3: two bodies wait for one unstarted item (the second wait fills the last free slot but one, and is
@@ -216,11 +216,11 @@ struct ReviewSession22Tests {
     let a = queue.add(name: "a") { () -> Int in try target.get.wait() + 1 }
     let b = queue.add(name: "b") { () -> Int in
       // Only once a counts (its body started and checked): then b's check sees 1 counted wait.
-      #expect(eventually(within: 10) { Self.blockedWaits(queue) == 1 })
+      #expect(eventually { Self.blockedWaits(queue) == 1 })
       return try target.get.wait() + 2
     }
     let c = queue.add(name: "c") { () -> Int in
-      #expect(eventually(within: 10) { Self.blockedWaits(queue) == 2 })
+      #expect(eventually { Self.blockedWaits(queue) == 2 })
       bothWaiting.open()
       do { _ = try target.get.wait() } catch is WorkDeadlockError { return -1 }
       return 0
@@ -237,7 +237,7 @@ struct ReviewSession22Tests {
     gate.open()
     #expect(try a.wait() == 11)
     #expect(try b.wait() == 12)
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually { Self.blockedWaits(queue) == 0 })
   }
 
   /// An exclusive item that has not got its key yet (another queue's item holds it) parks and needs a slot
@@ -256,12 +256,12 @@ struct ReviewSession22Tests {
     #expect(holding.wait(seconds: 10))
     let exclusive = queue.add(name: "exclusive", exclusive: key) { 2 }
     // It asked for the key, found it taken and parked: pending, with no slot.
-    #expect(eventually(within: 10) { exclusive.state == .pending && queue.runningCount == 0 })
+    #expect(eventually { exclusive.state == .pending && queue.runningCount == 0 })
     let first = queue.add(name: "first") { () -> Int in
       // The second slot may still run `second` below; the first wait is allowed (1 < 2).
       try exclusive.wait() + 10
     }
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 1 })
+    #expect(eventually { Self.blockedWaits(queue) == 1 })
     let second = queue.add(name: "second") { () -> Int in
       do { return try exclusive.wait() + 20 } catch is WorkDeadlockError { return -1 }
     }
@@ -269,7 +269,7 @@ struct ReviewSession22Tests {
     release.open()
     #expect(try holder.wait() == 1)
     #expect(try first.wait() == 12)
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually { Self.blockedWaits(queue) == 0 })
   }
 
   /// Exclusive work is made running only once it holds its key, so a `cancel()` from another thread, whenever it comes
@@ -314,7 +314,7 @@ struct ReviewSession22Tests {
       }
       if round % 4 == 3 {
         // Now and then only once the body ran, so that the end where it runs is reached whatever the timing.
-        #expect(eventually(within: 10) { ran.withLock { $0 } })
+        #expect(eventually { ran.withLock { $0 } })
       } else {
         let spin = Int.random(in: 0..<100_000, using: &random)
         let end = ContinuousClock.now + .nanoseconds(spin)
@@ -332,7 +332,7 @@ struct ReviewSession22Tests {
         #expect(work.state == .cancelled)
         outcomes[ran.withLock { $0 } ? "cancelled while running" : "cancelled before it ran", default: 0] += 1
       }
-      #expect(eventually(within: 10) { log.withLock { $0[name]?.last == .finished } })
+      #expect(eventually { log.withLock { $0[name]?.last == .finished } })
       let events = log.withLock { $0.removeValue(forKey: name) ?? [] }
       // `started` means the body started: work that never ran had none (it was pending, in the key's line or ready).
       let problem =
@@ -363,7 +363,7 @@ struct ReviewSession22Tests {
       return 3
     }
     let waiter = a.add(name: "waiter") { () -> Int in try target.wait() + 1 }
-    #expect(eventually(within: 10) { a.runningCount == 1 })
+    #expect(eventually { a.runningCount == 1 })
     #expect(Self.blockedWaits(a) == 0 && Self.blockedWaits(b) == 0)
     b.resume()
     gate.open()
@@ -430,9 +430,9 @@ struct ReviewSession22Tests {
         })
       queue.resume()
       #expect(throws: WorkCancellationError.self) { try target.get.wait() }
-      #expect(eventually(within: 10) { log.withLock { $0.last } == .finished })
+      #expect(eventually { log.withLock { $0.last } == .finished })
       #expect(log.withLock { $0 } == [.added, .willStart(1), .started(1), .cancelRequested, .finished])
-      #expect(eventually(within: 10) { !Self.isDelivering(target.get) })
+      #expect(eventually { !Self.isDelivering(target.get) })
     }
   }
 
@@ -453,7 +453,7 @@ struct ReviewSession22Tests {
         target.get.cancel()
         target.get.observe { event in itemLog.withLock { $0.append(Seen(event.kind)) } }
         // The body sees the cancel and ends; its `finished` is left to this thread.
-        #expect(eventually(within: 10) { target.get.state.isFinal })
+        #expect(eventually { target.get.state.isFinal })
         #expect((try? other.add(name: "side") { 9 }.wait()) == 9)
         #expect(log.withLock { $0.last } == .cancelRequested)
       }
@@ -472,7 +472,7 @@ struct ReviewSession22Tests {
     // The observer added while `cancelRequested` was being delivered may get that event too (the item's observers are
     // read after the queue's); it gets `finished`, once, last.
     #expect([[.finished], [.cancelRequested, .finished]].contains(itemLog.withLock { $0 }))
-    #expect(eventually(within: 10) { !Self.isDelivering(target.get) })
+    #expect(eventually { !Self.isDelivering(target.get) })
   }
 
   /// An item observer added while the body runs (the worker delivered no start events then, nobody observed): the
@@ -500,10 +500,10 @@ struct ReviewSession22Tests {
       #expect(cancelled.wait(timeout: .now() + 10) == .success)
       proceed.open()
       _ = try? item.wait()
-      #expect(eventually(within: 10) { log.withLock { $0.last } == .finished })
+      #expect(eventually { log.withLock { $0.last } == .finished })
       let events = log.withLock { $0 }
       #expect(events == [.cancelRequested, .finished] || events == [.finished], "round \(round): \(events)")
-      #expect(eventually(within: 10) { !Self.isDelivering(item) })
+      #expect(eventually { !Self.isDelivering(item) })
     }
   }
 
@@ -606,9 +606,9 @@ struct ReviewSession22Tests {
       }
       for (name, work) in made {
         #expect(
-          eventually(within: 10) { !Self.isDelivering(work) }, "round \(round) (seed \(seed)): \(name) delivering")
+          eventually { !Self.isDelivering(work) }, "round \(round) (seed \(seed)): \(name) delivering")
       }
-      #expect(eventually(within: 10) { log.withLock { $0.values.allSatisfy { $0.last == .finished } } })
+      #expect(eventually { log.withLock { $0.values.allSatisfy { $0.last == .finished } } })
       steady.cancel()
       for (name, events) in log.withLock({ $0 }) {
         if let problem = Self.orderProblem(events), problems.count < 8 {
@@ -754,7 +754,7 @@ struct ReviewSession22Tests {
       work.cancel()
       StallSignal.resume()
       #expect(throws: CancellationError.self) { try work.wait() }
-      #expect(eventually(within: 10) { log.withLock { $0.contains(.retrying(2)) && $0.contains(.finished) } })
+      #expect(eventually { log.withLock { $0.contains(.retrying(2)) && $0.contains(.finished) } })
       guard stopped else { continue }
       staged += 1
       let events = log.withLock { $0 }
@@ -794,12 +794,12 @@ struct ReviewSession22Tests {
       runs.withLock { $0 += 1 }
       return 2
     }
-    #expect(eventually(within: 10) { item.state == .pending && queue.runningCount == 0 })
+    #expect(eventually { item.state == .pending && queue.runningCount == 0 })
     release.open()
     #expect(try holder.wait() == 1)
     #expect(try item.wait() == 2)
     #expect(runs.withLock { $0 } == 1)
-    #expect(eventually(within: 10) { log.withLock { $0.last } == .finished })
+    #expect(eventually { log.withLock { $0.last } == .finished })
     let events = log.withLock { $0 }
     #expect(Self.orderProblem(events) == nil, "\(events)")
   }

@@ -354,7 +354,7 @@ struct ReviewSession23Tests {
         var latest: Snapshot? = nil
         guard
           eventually(
-            within: 5,
+            within: 60,
             {
               latest = snapshot()
               return latest != nil
@@ -401,7 +401,7 @@ struct ReviewSession23Tests {
         queue.cancelAll()
         for gate in gates { gate.open() }
       }
-      let done = Self.finishes(within: 5) { queue.waitUntilAllFinished() }
+      let done = Self.finishes(within: 60) { queue.waitUntilAllFinished() }
       #expect(done, "\(context): the queue did not finish")
       guard done else { continue }
       #expect(eventually(within: 60) { Self.blockedWaits(queue) == 0 && queue.runningCount == 0 }, "\(context)")
@@ -534,7 +534,7 @@ struct ReviewSession23Tests {
       while ContinuousClock.now < end {}
       for index in cancelled { items[index].cancel() }
       let all = items
-      let done = await offPool { Self.finishes(within: 10) { for item in all { _ = try? item.wait() } } }
+      let done = await offPool { Self.finishes(within: 60) { for item in all { _ = try? item.wait() } } }
       guard done else {
         let states = items.map { "\($0.name ?? ""): \($0.state)" }.joined(separator: ", ")
         Issue.record(Comment(rawValue: "round \(round) (seed \(seed)): exclusive work hung: \(states)"))
@@ -549,7 +549,7 @@ struct ReviewSession23Tests {
       #expect(await eventually(within: 60) { queues.allSatisfy { $0.runningCount == 0 && $0.unfinishedCount == 0 } })
       for item in items {
         let name = item.name ?? ""
-        let finishedSeen = await eventually(within: 5) { log.withLock { $0[name]?.last == .finished } }
+        let finishedSeen = await eventually { log.withLock { $0[name]?.last == .finished } }
         let events = log.withLock { $0[name] ?? [] }
         let problem =
           finishedSeen
@@ -562,7 +562,7 @@ struct ReviewSession23Tests {
       #expect(overlaps.withLock { $0 } == 0, "round \(round) (seed \(seed)): two bodies held the key at once")
       // The key is free: new work with it runs at once on either queue.
       let after = queues[round % 2].add(name: "after", exclusive: key) { 7 }
-      let afterDone = await offPool { Self.finishes(within: 5) { _ = try? after.wait() } }
+      let afterDone = await offPool { Self.finishes(within: 60) { _ = try? after.wait() } }
       #expect(afterDone, "round \(round) (seed \(seed)): the key was left held")
       for observation in observations { observation.cancel() }
     }

@@ -644,7 +644,7 @@ struct ReviewSession24Tests {
         var latest: Snapshot? = nil
         guard
           eventually(
-            within: 5,
+            within: 60,
             {
               latest = snapshot()
               return latest != nil
@@ -679,7 +679,7 @@ struct ReviewSession24Tests {
         queue.cancelAll()
         for gate in gates { gate.open() }
       }
-      let done = ReviewSession23Tests.finishes(within: 5) { queue.waitUntilAllFinished() }
+      let done = ReviewSession23Tests.finishes(within: 60) { queue.waitUntilAllFinished() }
       #expect(done, "\(context): the queue did not finish")
       guard done else { continue }
       #expect(

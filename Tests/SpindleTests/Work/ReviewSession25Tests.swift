@@ -170,7 +170,7 @@ struct ReviewSession25Tests {
       }
       let u = queue.add(name: "U", after: g) { $0 + 1 }
       let a = queue.add(name: "A") { () async throws -> Int in try await u.value }
-      guard await eventually(within: 5, { ReviewSession23Tests.blockedWaits(queue) == 1 }) else {
+      guard await eventually(within: 60, { ReviewSession23Tests.blockedWaits(queue) == 1 }) else {
         Issue.record("round \(round): A's await was not counted")
         gate.open()
         break
@@ -262,14 +262,14 @@ struct ReviewSession25Tests {
         if me.get.attempts == 1 {
           Task {
             // Until the second attempt runs.
-            _ = await eventually(within: 5) { me.get.attempts == 2 && me.get.state == .running }
+            _ = await eventually { me.get.attempts == 2 && me.get.state == .running }
             awaiting.set("yes")
             result.set(await AwaitCheckTests.outcome(of: x.get))
           }
           throw Boom()
         }
         // The task's await begins while this attempt runs.
-        _ = await eventually(within: 5) { awaiting.get != nil }
+        _ = await eventually { awaiting.get != nil }
         try? await Task.sleep(for: .milliseconds(50))
         return 1
       })
@@ -322,7 +322,7 @@ struct ReviewSession25Tests {
     let keyResult = Slot()
     let h = queue.add(name: "H", exclusive: key) { () async -> Int in
       // K is added once H runs (holding the key).
-      _ = await eventually(within: 5) { k.getOptional != nil }
+      _ = await eventually { k.getOptional != nil }
       keyResult.set(await AwaitCheckTests.outcome(of: k.get))
       return 1
     }

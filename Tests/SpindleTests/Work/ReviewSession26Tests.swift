@@ -93,7 +93,7 @@ struct ReviewSession26Tests {
     }
     let d = q.add(name: "D", after: a) { $0 + 1 }
     p.resume()
-    #expect(seen.await(within: 30) == "found D")
+    #expect(seen.await() == "found D")
     #expect(try await d.value == 2)
   }
 
@@ -109,7 +109,7 @@ struct ReviewSession26Tests {
     let f = p.add(name: "F") { 5 }
     let g = q.add(name: "G", after: f) { $0 + 1 }
     p.resume()
-    #expect(seen.await(within: 30) == "found G")
+    #expect(seen.await() == "found G")
     #expect(try await g.value == 6)
   }
 
@@ -127,7 +127,7 @@ struct ReviewSession26Tests {
     q.add(name: "gated") { gate.wait() }
     let after = q.add(name: "after before", after: before) { $0 + 1 }
     p.resume()
-    #expect(seen.await(within: 30) == "none")
+    #expect(seen.await() == "none")
     gate.open()
     #expect(try await after.value == 2)
     try await q.allFinished()
@@ -153,8 +153,8 @@ struct ReviewSession26Tests {
     let x = p.add(name: "X") { 1 }
     box.set(q.add(name: "D", after: x) { $0 + 1 })
     p.resume()
-    #expect(seen.await(within: 30) == "found D")
-    #expect(waited.await(within: 30)?.hasPrefix("refused:") == true)
+    #expect(seen.await() == "found D")
+    #expect(waited.await()?.hasPrefix("refused:") == true)
     #expect(try await box.get.value == 2)
   }
 
@@ -173,16 +173,16 @@ struct ReviewSession26Tests {
       gate.wait()
       seen.set(Self.probe(q))
     }
-    #expect(started.await(within: 30) == "yes")
+    #expect(started.await() == "yes")
     let y = r.add(name: "Y", exclusive: "r26.key") { 1 }
     let d = q.add(name: "D", after: y) { $0 + 1 }
     // Y parks in K's line, behind A, once a worker of R has taken it up.
-    let parked = await eventually(within: 30) {
+    let parked = await eventually {
       ExclusivityRegistry.shared.line(of: "r26.key", heldBy: a).contains { $0 === y }
     }
     #expect(parked)
     gate.open()
-    #expect(seen.await(within: 30) == "found D")
+    #expect(seen.await() == "found D")
     #expect(try await d.value == 2)
   }
 
@@ -204,10 +204,10 @@ struct ReviewSession26Tests {
       waited.set(ReviewSession24Tests.outcome(of: a))
       return 2
     }
-    #expect(started.await(within: 30) == "yes")
+    #expect(started.await() == "yes")
     p.resume()
     // A's check runs while B does not wait yet; B is let go once A's wait for Q is recorded.
-    let checked = await eventually(within: 30) {
+    let checked = await eventually {
       BodyWaits.shared.waitsForQueue(a, q.engine) || result.get != nil
     }
     #expect(checked)
@@ -217,7 +217,7 @@ struct ReviewSession26Tests {
       outcome?.hasPrefix("refused:") == true && outcome?.contains("bodies would wait for each other") == true,
       "\(outcome ?? "hung")")
     if outcome == nil { a.cancel() }
-    #expect(result.await(within: 30) == (outcome == nil ? "error: CancellationError()" : "returned"))
+    #expect(result.await() == (outcome == nil ? "error: CancellationError()" : "returned"))
     #expect(try await b.value == 2)
   }
 

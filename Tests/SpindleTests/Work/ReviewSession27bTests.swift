@@ -31,7 +31,7 @@ struct ReviewSession27bTests {
   static func awaiting(_ q: WorkQueue, on p: WorkQueue, onceWaiting waiter: AnyWork) -> (Work<Int>, Slot) {
     let result = Slot()
     let a = p.add(name: "A") { () async -> Int in
-      _ = await eventually(within: 10) {
+      _ = await eventually {
         BodyWaits.shared.snapshot().contains { $0.waiter === waiter } || waiter.state.isFinal
       }
       result.set(await Across.outcome(ofAllFinished: q))
@@ -108,7 +108,7 @@ struct ReviewSession27bTests {
       try await box.get.value
     }
     let a = p.add(name: "A") { () -> Int in
-      _ = eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === w } || w.state.isFinal }
+      _ = eventually { BodyWaits.shared.snapshot().contains { $0.waiter === w } || w.state.isFinal }
       result.set(ReviewSession24Tests.outcome(of: dependent.get))
       return 1
     }
@@ -140,12 +140,12 @@ struct ReviewSession27bTests {
     box.set(s.add(name: "T", after: a) { $0 + 1 })
     r.resume()
     // K holds the key before Y asks for it.
-    let holds = await eventually(within: 10) { k.state == .running }
+    let holds = await eventually { k.state == .running }
     #expect(holds)
     let y = r.add(name: "Y", exclusive: "r27b.timeout-key") { 1 }
     let d = q.add(name: "D", after: y) { $0 + 1 }
     // Y parks in the key's line behind K (or, on a very slow host, K already timed out and Y has the key).
-    let parked = await eventually(within: 10) {
+    let parked = await eventually {
       ExclusivityRegistry.shared.line(of: "r27b.timeout-key", heldBy: k).contains { $0 === y } || k.state.isFinal
     }
     #expect(parked)
@@ -240,7 +240,7 @@ struct ReviewSession27bTests {
     let x = p.add(name: "X") { 1 }
     let d = q.add(name: "D", after: x) { $0 + 1 }
     DispatchQueue.global().async {
-      _ = eventually(within: 30) { result.get != nil || BodyWaits.shared.waitsForQueue(a, q.engine) }
+      _ = eventually { result.get != nil || BodyWaits.shared.waitsForQueue(a, q.engine) }
       p.maxConcurrent = 2
     }
     p.resume()
@@ -284,7 +284,7 @@ struct ReviewSession27bTests {
     p.suspend()
     let b = p.add(name: "B") { () throws -> Int in try g.wait() }
     let a = p.add(name: "A") { () async -> Int in
-      _ = await eventually(within: 10) { BodyWaits.shared.snapshot().contains { $0.waiter === b } }
+      _ = await eventually { BodyWaits.shared.snapshot().contains { $0.waiter === b } }
       result.set(await Across.outcome(ofAllFinished: q))
       return 1
     }

@@ -182,7 +182,7 @@ struct SimultaneousWaitModelTests {
     if let order {
       for wait in order {
         gates[config.waits[wait].waiter].open()
-        if !eventually(within: 5, { settled(wait) }) {
+        if !eventually(within: 60, { settled(wait) }) {
           result.problems.append("\(name): wait \(wait) was neither refused nor recorded as checked")
         }
       }
@@ -194,7 +194,7 @@ struct SimultaneousWaitModelTests {
         }
       }
       for wait in config.waits { gates[wait.waiter].open() }
-      if !eventually(within: 5, { config.waits.indices.allSatisfy(settled) }) {
+      if !eventually(within: 60, { config.waits.indices.allSatisfy(settled) }) {
         result.problems.append("\(name): the waits begun together did not settle")
       }
       for queue in queues { queue.engine.waitCheckHook.withLock { $0 = nil } }
@@ -211,7 +211,7 @@ struct SimultaneousWaitModelTests {
     // A hang ends once its unstarted work is cancelled; a body waiting for a body that waits for it never ends.
     for queue in queues { queue.cancelAll() }
     for gate in gates { gate.open() }
-    if !eventually(within: 5, { (bodies + unstarted).allSatisfy { $0.state.isFinal } }) {
+    if !eventually(within: 60, { (bodies + unstarted).allSatisfy { $0.state.isFinal } }) {
       result.problems.append("\(name): items still blocked after the round was cancelled (leaked)")
     }
     return result

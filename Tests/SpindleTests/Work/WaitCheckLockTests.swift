@@ -111,7 +111,7 @@ struct WaitCheckLockTests {
     testReleased.open()
     #expect(eventually(within: 60) { deinitRan.withLock { $0 } })
     zGate.open()
-    #expect(eventually(within: 10) { [b, c, p, z].allSatisfy { $0.state.isFinal } })
+    #expect(eventually { [b, c, p, z].allSatisfy { $0.state.isFinal } })
     #expect(hookFired.withLock { $0 }, "C's walk did not pass B")
     #expect(
       deinitOnChecker.withLock { $0 },

@@ -97,7 +97,7 @@ struct WorkAdversarialTests {
       queue.waitUntilAllFinished()
       observation.cancel()
       // The canceller's retirement may still be on its way to releasing the key: give it a moment.
-      if !eventually(within: 2, { !ExclusivityRegistry.shared.isHeld(key, by: work) }) {
+      if !eventually(within: 60, { !ExclusivityRegistry.shared.isHeld(key, by: work) }) {
         leaked.append(round)
         break
       }
@@ -557,7 +557,7 @@ extension WorkAdversarialTests {
     let ended = await eventually(within: 60) { works.allSatisfy { Self.isFinal($0.state) } }
     #expect(ended, "stuck: \(works.filter { !Self.isFinal($0.state) }.map(\.state))")
     #expect(
-      await eventually(within: 10) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 },
+      await eventually { releases.alive.load(ordering: .sequentiallyConsistent) == 0 },
       "alive: \(ReadsWorkOnRelease.aliveLabels.withLock { $0 }.sorted()), states \(works.map(\.state))")
     withExtendedLifetime(works) {}
   }
@@ -666,17 +666,17 @@ extension WorkAdversarialTests {
         return false
       } catch { return error is CancellationError }
     }
-    let allEnded = await eventually(within: 30) {
+    let allEnded = await eventually {
       works.allSatisfy { $0.state == .cancelled } && barriers.allSatisfy { Self.isFinal($0.state) }
     }
     #expect(
       allEnded,
       "work: \(works.map(\.state).filter { $0 != .cancelled }), barriers: \(barriers.map(\.state))")
     #expect(await waiter.value, "the awaiter got CancellationError")
-    #expect(await eventually(within: 30) { handled.value == works.count + barriers.count })
+    #expect(await eventually { handled.value == works.count + barriers.count })
     #expect(
-      await eventually(within: 30) { resultInputs.allSatisfy { $0.result.map { (try? $0.get()) == -1 } ?? false } })
-    #expect(await eventually(within: 30) { releases.alive.load(ordering: .sequentiallyConsistent) == 0 })
+      await eventually { resultInputs.allSatisfy { $0.result.map { (try? $0.get()) == -1 } ?? false } })
+    #expect(await eventually { releases.alive.load(ordering: .sequentiallyConsistent) == 0 })
     try await Task.sleep(for: .milliseconds(10))
     #expect(handled.value == works.count + barriers.count, "handlers ran once")
     for work in works where !Self.isFinal(work.state) { work.cancel() }
@@ -831,7 +831,7 @@ extension WorkAdversarialTests {
       await #expect(throws: WorkTimeoutError.self) { try await dependent.value }
     }
     #expect(dependentRan.value == 0)
-    #expect(await eventually(within: 30) { handled.value == heads.count + dependents.count })
+    #expect(await eventually { handled.value == heads.count + dependents.count })
     try await Task.sleep(for: .milliseconds(20))
     #expect(handled.value == heads.count + dependents.count)
   }
@@ -895,7 +895,7 @@ extension WorkAdversarialTests {
       }
       let drained = await eventually(within: 60) { queue.unfinishedCount == 0 }
       #expect(drained, "round \(round): \(works.map(\.state))")
-      #expect(await eventually(within: 30) { ended.allSatisfy { $0.value == 1 } })
+      #expect(await eventually { ended.allSatisfy { $0.value == 1 } })
       // The bodies ignore cancellation: cancelled work never ran, finished work ran once.
       for (index, work) in works.enumerated() {
         let expected = work.state == .cancelled ? 0 : 1
@@ -920,12 +920,12 @@ extension WorkAdversarialTests {
         gate.wait()
         return 1
       }
-      #expect(await eventually(within: 30) { running.state == .running })
+      #expect(await eventually { running.state == .running })
       queue.suspend()
       barrier = queue.addBarrier {}
     }
     gate.open()
-    #expect(await eventually(within: 30) { running.state == .finished })
+    #expect(await eventually { running.state == .finished })
     let ended = await eventually(within: 60) { Self.isFinal(barrier.state) }
     #expect(ended, "barrier \(barrier.state)")
   }
@@ -939,14 +939,14 @@ extension WorkAdversarialTests {
       gate.wait()
       return 1
     }
-    #expect(await eventually(within: 30) { running.state == .running })
+    #expect(await eventually { running.state == .running })
     let bodyRan = Cell()
     let barrier = queue.addBarrier(name: "gate") { bodyRan.increment() }
     let follower = queue.add { 2 }
     barrier.cancel(reason: "closing")
     #expect(barrier.state == .pending, "it waits for the running work")
     gate.open()
-    #expect(await eventually(within: 30) { Self.isFinal(barrier.state) && follower.state == .finished })
+    #expect(await eventually { Self.isFinal(barrier.state) && follower.state == .finished })
     if case .failure(let error as WorkCancellationError)? = barrier.result {
       #expect(error.reason == "closing")
       #expect(error.work == "gate")
@@ -966,7 +966,7 @@ extension WorkAdversarialTests {
       Issue.record("ready barrier ended \(String(describing: ready.result))")
     }
     suspended.resume()
-    #expect(await eventually(within: 30) { suspended.unfinishedCount == 0 })
+    #expect(await eventually { suspended.unfinishedCount == 0 })
   }
 }
 
@@ -1067,7 +1067,7 @@ extension WorkAdversarialTests {
       for work in works { work.cancel() }
       return problems
     }
-    let settled = await eventually(within: 30) {
+    let settled = await eventually {
       works.indices.allSatisfy { shared.handlerRuns[$0].value == 1 && shared.finishedEvents[$0].value == 1 }
         && barrierHandled.value == barriers.count
     }
@@ -1078,7 +1078,7 @@ extension WorkAdversarialTests {
       )
     }
     if shared.keyOverlaps.value != 0 { problems.append("seed \(seed): exclusive bodies overlapped") }
-    if !(await eventually(within: 30) { shared.releases.alive.load(ordering: .sequentiallyConsistent) == 0 }) {
+    if !(await eventually { shared.releases.alive.load(ordering: .sequentiallyConsistent) == 0 }) {
       problems.append("seed \(seed): \(shared.releases.alive.load(ordering: .sequentiallyConsistent)) captures alive")
     }
     // A dependent never ran unless its dependencies finished.
@@ -1118,6 +1118,6 @@ extension WorkAdversarialTests {
     }
     let ended = await eventually(within: 60) { works.allSatisfy { Self.isFinal($0.state) } }
     #expect(ended, "stuck: \(works.indices.filter { !Self.isFinal(works[$0].state) })")
-    #expect(await eventually(within: 30) { queue.unfinishedCount == 0 && queue.runningCount == 0 })
+    #expect(await eventually { queue.unfinishedCount == 0 && queue.runningCount == 0 })
   }
 }

@@ -429,11 +429,11 @@ struct WorkEngineTests {
       }
     }
     queue.maxConcurrent = 3
-    #expect(await eventually(within: 10) { running.load(ordering: .relaxed) == 3 })
+    #expect(await eventually { running.load(ordering: .relaxed) == 3 })
     queue.maxConcurrent = 1
     #expect(queue.maxConcurrent == 1)
     gate.open(3)
-    #expect(await eventually(within: 10) { queue.unfinishedCount == 1 })
+    #expect(await eventually { queue.unfinishedCount == 1 })
     high.store(0, ordering: .relaxed)
     gate.open()
     try await queue.allFinished()

@@ -79,7 +79,7 @@ import Testing
     await offPool { started.wait() }
     let next = queue.add { 2 }  // frees the hand-back list before it allocates
     // Well before the long body ends (it would free the batch when its worker stops).
-    let freed = await eventually(within: 10) { finished.work == nil }
+    let freed = await eventually { finished.work == nil }
     go.signal()
     _ = await offPool { try? long.wait() }
     _ = await offPool { try? next.wait() }

@@ -165,7 +165,7 @@ struct WorkQueueFeatureTests {
       }
     }
     // Bounded: broken, the work never completes.
-    #expect(await eventually(within: 10) { work.result != nil }, "the retried work completed")
+    #expect(await eventually { work.result != nil }, "the retried work completed")
     guard work.result != nil else { return }
     #expect(try work.result?.get() == 2)
     #expect(attempts.load(ordering: .relaxed) == 2)
@@ -367,7 +367,7 @@ struct WorkQueueFeatureTests {
       started.add(1, ordering: .relaxed)
       finish.onCancel { finish(CancellationError()) }
     }
-    #expect(await eventually(within: 10) { started.load(ordering: .relaxed) == 3 })
+    #expect(await eventually { started.load(ordering: .relaxed) == 3 })
     for work in [sync, async, callback] { work.cancel(reason: "user left") }
     for (label, work) in [("sync", sync), ("async", async), ("callback", callback)] {
       do {
@@ -455,12 +455,12 @@ struct WorkQueueFeatureTests {
     }
     for index in 0..<20 { queue!.add { index } }
     try await queue!.allFinished()
-    #expect(await eventually(within: 10) { eventsSeen.withLock { $0 } >= 20 }, "the stream saw the events first")
+    #expect(await eventually { eventsSeen.withLock { $0 } >= 20 }, "the stream saw the events first")
     #expect(!progressEnded.withLock { $0 } && !eventsEnded.withLock { $0 }, "a live queue's streams go on")
     queue = nil
-    #expect(await eventually(within: 10) { engine == nil }, "neither the streams nor the observation keep it")
-    #expect(await eventually(within: 10) { progressEnded.withLock { $0 } }, "progressUpdates ended")
-    #expect(await eventually(within: 10) { eventsEnded.withLock { $0 } }, "events ended")
+    #expect(await eventually { engine == nil }, "neither the streams nor the observation keep it")
+    #expect(await eventually { progressEnded.withLock { $0 } }, "progressUpdates ended")
+    #expect(await eventually { eventsEnded.withLock { $0 } }, "events ended")
     observation.cancel()  // after its queue is gone: nothing to remove, no crash
     // Bounded even if a stream never ended: cancelling its task ends the loop.
     progressLoop.cancel()

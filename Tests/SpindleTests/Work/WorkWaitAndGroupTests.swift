@@ -170,7 +170,7 @@ struct WorkWaitAndGroupTests {
       queue.add(name: "B") { () -> Int in
         bRunning.open()
         // A's wait for this (running) work is counted before this body waits.
-        _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+        _ = eventually { Self.blockedWaits(queue) == 1 }
         do { return try c.get.wait() } catch is WorkDeadlockError { return -1 }
       })
     c.set(queue.add(name: "C") { 3 })
@@ -186,7 +186,7 @@ struct WorkWaitAndGroupTests {
     #expect(try b.get.wait() == -1)
     #expect(try a.wait() == -10)
     #expect(try c.get.wait() == 3)
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 0 })
+    #expect(eventually { Self.blockedWaits(queue) == 0 })
   }
 
   /// Width 3, a slot to spare: A waits for running B, and then B for running A. They wait for each other whatever the
@@ -209,7 +209,7 @@ struct WorkWaitAndGroupTests {
       queue.add(name: "B") { () -> Int in
         bothRunning.leave()
         _ = bothRunning.wait(timeout: .now() + 10)
-        _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+        _ = eventually { Self.blockedWaits(queue) == 1 }
         do { return try a.get.wait() } catch let error as WorkDeadlockError {
           #expect("\(error)".contains("wait for each other"), "\(error)")
           return -1
@@ -251,14 +251,14 @@ struct WorkWaitAndGroupTests {
     let e = queue.add(name: "E") { () -> Int in
       allRunning.leave()
       _ = allRunning.wait(timeout: .now() + 10)
-      _ = eventually(within: 10) { Self.blockedWaits(queue) == 1 }
+      _ = eventually { Self.blockedWaits(queue) == 1 }
       do { return try c.get.wait() + 100 } catch is WorkDeadlockError { return -1 }
     }
     c.set(queue.add(name: "C") { 3 })
     queue.resume()
     #expect(allRunning.wait(timeout: .now() + 10) == .success)
     queue.maxConcurrent = 2
-    #expect(eventually(within: 10) { Self.blockedWaits(queue) == 2 })
+    #expect(eventually { Self.blockedWaits(queue) == 2 })
     release.open()
     #expect(try a.wait() == 20)
     #expect(try e.wait() == 103)
