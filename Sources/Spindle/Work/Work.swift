@@ -134,10 +134,11 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   @discardableResult
   public final func wait() throws -> Value {
     if let result { return try result.get() }
-    let done = DispatchSemaphore(value: 0)
-    let (_, record) = try beginCheckedWait(by: WorkEngine.holdingWaiter()) { _ in done.signal() }
+    let done = HelpingWait()
+    let (_, record) = try beginCheckedWait(by: WorkEngine.holdingWaiter()) { _ in done.end() }
     defer { record?.end() }
-    done.wait()
+    // While blocked, this thread frees the finished items the queue's workers hand back (see `HelpingWait`).
+    done.wait(freeingFor: currentEngine)
     return try result!.get()
   }
 

@@ -121,7 +121,8 @@ extension WorkEngine {
     while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep
       // Gathered items join the list before a body that may run long when nothing else is queued (a backlog flushes
-      // every few items anyway): the next `add` then frees them, as it would without the batch.
+      // every few items anyway): the `add` that finds a batch's worth on the list, a waiting thread or the worker that
+      // reaches the limit then frees them, as it would without the batch.
       if batch.count > 0 && readyHint.load(ordering: .relaxed) == 0 { flushHandBack(&batch) }
       // `consume`: the outcome and the step move into their cases' bindings instead of being copied (a retain and a
       // release of each reference in them).

@@ -96,7 +96,29 @@ final class WorkEngine: @unchecked Sendable {
   private let handedBackCount = Atomic<Int>(0)
   /// Whether a thread is freeing the hand-back list (see ``releaseHandedBack()``): one at a time.
   private let freeingHandedBack = Atomic<Bool>(false)
+  /// Whether a thread blocked in a wait for this queue's work frees the hand-back list when asked (``freeingHelper``):
+  /// the workers read only this until the list is long enough to ask.
+  private let hasFreeingHelper = Atomic<Bool>(false)
+  /// Whether the workers asked the freeing helper to free the list and it has not begun yet: one wake-up per request.
+  private let freeingRequested = Atomic<Bool>(false)
   private let padding3 = CacheLinePadding()
+  /// Whether the hand-back list holds ``handBackAddBatch`` items or more: the next `add` frees it. Set by the worker
+  /// whose flush reaches that count, cleared by the adding thread that frees the list. On a line of its own, which
+  /// changes once per batch: the adding thread reads it at every `add`, and the list's own line (which the workers
+  /// write at every flush) stays with the workers.
+  private let addersShouldFree = Atomic<Bool>(false)
+  private let padding3b = CacheLinePadding()
+  /// The thread blocked in a wait for this queue's work that frees the hand-back list when the workers ask (see
+  /// ``HelpingWait``): one at a time, the first to wait.
+  private let freeingHelper = Locked<HelpingWait?>(nil)
+  #if DEBUG
+    /// Tests only (debug builds): how many items waiting threads freed for the workers (see ``HelpingWait``).
+    let itemsFreedByWaitersForTesting = Atomic<Int>(0)
+    /// Tests only (debug builds): how many finished items the hand-back list holds.
+    var handedBackCountForTesting: Int { handedBackCount.load(ordering: .relaxed) }
+    /// Tests only (debug builds): whether a thread blocked in a wait frees the hand-back list for the workers.
+    var hasFreeingHelperForTesting: Bool { hasFreeingHelper.load(ordering: .relaxed) }
+  #endif
   /// Whether `incoming` may hold an item that was ready when added. An adding thread sets it (when it finds it clear)
   /// after it put a ready item on the list; a critical section clears it only right before it takes the list, so
   /// whenever a ready item is on the list and its adder has passed this flag, the flag is set. A worker's retirement
@@ -531,8 +553,10 @@ final class WorkEngine: @unchecked Sendable {
   /// delayed: a body's captures are released when it ends, as before, and a value with a deinit, an observer or a
   /// group's members are never in such an item. A worker gathers what it hands back in its own `batch`, which joins
   /// the list ``handBackBatchSize`` items at a time, and whenever the worker is about to run a body with nothing else
-  /// queued, lingers or stops (see ``flushHandBack(_:)``); the list is freed by the next `add` on this queue, by the
-  /// worker that brings it to ``handBackLimit`` items, and when a worker stops.
+  /// queued, lingers or stops (see ``flushHandBack(_:)``); the list is freed by the first `add` on this queue that
+  /// finds ``handBackAddBatch`` items on it, by a thread blocked in a wait for this queue's work when a worker asks it
+  /// (``HelpingWait``), by the worker that brings it to ``handBackLimit`` items, and when a worker stops. So at most
+  /// ``handBackLimitWithHelper`` finished items (a few hundred kilobytes) wait there, all of them plain memory.
   ///
   /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
   /// reuses). Leaves `item` as it was when the work cannot be handed back (its reference is then released with the
@@ -563,14 +587,74 @@ final class WorkEngine: @unchecked Sendable {
   /// a time, as before, 100,000 independent items took 1.09-1.15x the time (harness medians, interleaved runs).
   static let handBackBatchSize = 4
 
-  /// Puts the worker's gathered items on the hand-back list (the next `add` frees them), or frees the list itself once
-  /// it holds ``handBackLimit`` items.
+  /// Puts the worker's gathered items on the hand-back list (an `add` frees them once they are ``handBackAddBatch``, and
+  /// the flush that reaches that count tells the adding threads so), or frees the list itself once
+  /// it holds ``handBackLimit`` items; while a thread blocked in a wait for this queue's work offers to free it (see
+  /// ``HelpingWait``), asks that thread instead, at ``handBackHelperBatch`` items, and frees the list itself only at
+  /// ``handBackLimitWithHelper``.
   func flushHandBack(_ batch: inout HandBackBatch) {
     guard let newest = batch.newest, let oldest = batch.oldest else { return }
     Self.push(newest: newest, oldest: oldest, onto: handedBack)
     let count = batch.count
     batch = HandBackBatch()
-    if handedBackCount.wrappingAdd(count, ordering: .relaxed).newValue >= Self.handBackLimit { releaseHandedBack() }
+    let total = handedBackCount.wrappingAdd(count, ordering: .relaxed).newValue
+    if total >= Self.handBackAddBatch && !addersShouldFree.load(ordering: .relaxed) {
+      addersShouldFree.store(true, ordering: .relaxed)
+    }
+    guard total >= Self.handBackLimit else { return }
+    if hasFreeingHelper.load(ordering: .relaxed) && total < Self.handBackLimitWithHelper {
+      if total >= Self.handBackHelperBatch { askFreeingHelper() }
+      return
+    }
+    releaseHandedBack()
+  }
+
+  /// How many items the hand-back list holds before a worker asks the thread that offered to free it (see
+  /// ``HelpingWait``): each request wakes that thread (a system call when it sleeps), so one per 512 items.
+  static let handBackHelperBatch = 512
+
+  /// How many items the hand-back list holds before a worker frees it itself although a waiting thread offered to: that
+  /// thread may be slow to wake (preempted, or busy freeing the last batch), and the list's memory stays bounded.
+  static let handBackLimitWithHelper = 2048
+
+  /// Wakes the freeing helper, unless a request is already pending.
+  @inline(never)
+  private func askFreeingHelper() {
+    guard !freeingRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    freeingHelper.withLock { $0?.requestFreeing() }
+  }
+
+  /// Offers the calling thread, about to block in `helper`, as the thread that frees the hand-back list while it waits;
+  /// returns whether it was taken (one helper at a time; never on the main queue, whose workers hand nothing back).
+  func offerFreeing(_ helper: HelpingWait) -> Bool {
+    guard !runsOnMain else { return false }
+    return freeingHelper.withLock { current in
+      guard current == nil else { return false }
+      current = helper
+      freeingRequested.store(false, ordering: .relaxed)
+      hasFreeingHelper.store(true, ordering: .relaxed)
+      return true
+    }
+  }
+
+  /// Ends the offer of ``offerFreeing(_:)``; the workers free the list themselves again.
+  func withdrawFreeing(_ helper: HelpingWait) {
+    freeingHelper.withLock { current in
+      guard current === helper else { return }
+      current = nil
+      hasFreeingHelper.store(false, ordering: .relaxed)
+    }
+  }
+
+  /// Frees the hand-back list for the workers, on the thread of the freeing helper they woke.
+  func freeForWorkers() {
+    freeingRequested.store(false, ordering: .relaxed)
+    let freed = releaseHandedBack()
+    #if DEBUG
+      itemsFreedByWaitersForTesting.wrappingAdd(freed, ordering: .relaxed)
+    #else
+      _ = freed
+    #endif
   }
 
   /// Frees the items workers handed back, if there are any (one relaxed load when there are none).
@@ -578,6 +662,21 @@ final class WorkEngine: @unchecked Sendable {
   func releaseHandedBackIfAny() {
     if handedBack.load(ordering: .relaxed) != nil { releaseHandedBack() }
   }
+
+  /// For the adding thread, before it allocates an item: frees the items workers handed back once they are
+  /// ``handBackAddBatch`` or more (one relaxed load of a line that rarely changes otherwise).
+  @inline(__always)
+  func releaseHandedBackForAdding() {
+    guard addersShouldFree.load(ordering: .relaxed) else { return }
+    addersShouldFree.store(false, ordering: .relaxed)
+    releaseHandedBack()
+  }
+
+  /// How many items the hand-back list holds before the next `add` frees it: half the workers' own limit
+  /// (``handBackLimit``), so that an adding thread that keeps up frees nearly all of them. Freed at every `add` that
+  /// found the list not empty, as before, the adding thread read the list's line at every item and took it from the
+  /// workers every few: a chain of 100,000 added live took 1.2–1.5x the time (interleaved runs of session 34).
+  static let handBackAddBatch = 64
 
   /// Takes the whole hand-back list and frees its items on this thread, unless another thread is freeing it already.
   ///
@@ -591,9 +690,11 @@ final class WorkEngine: @unchecked Sendable {
   /// The count goes down by the number freed, not to zero: a worker adds its batch to the count just after the batch
   /// joined the list, so a reset could land between the two and leave the count a batch above (or below) what the
   /// list holds, drifting further at each such race.
-  func releaseHandedBack() {
+  @discardableResult
+  func releaseHandedBack() -> Int {
+    var total = 0
     while handedBack.load(ordering: .sequentiallyConsistent) != nil {
-      guard !freeingHandedBack.exchange(true, ordering: .sequentiallyConsistent) else { return }
+      guard !freeingHandedBack.exchange(true, ordering: .sequentiallyConsistent) else { return total }
       var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
       var freed = 0
       while let node = next {
@@ -602,8 +703,10 @@ final class WorkEngine: @unchecked Sendable {
         freed += 1
       }
       if freed > 0 { handedBackCount.wrappingSubtract(freed, ordering: .relaxed) }
+      total += freed
       freeingHandedBack.store(false, ordering: .sequentiallyConsistent)
     }
+    return total
   }
 
   // MARK: - Control
@@ -642,9 +745,9 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Blocks until nothing is unfinished.
   func waitUntilAllFinished() {
-    let semaphore = DispatchSemaphore(value: 0)
-    let registered = withState { $0.scheduler.addWaiter(.semaphore(semaphore)) }
-    if registered { semaphore.wait() }
+    let wait = HelpingWait()
+    let registered = withState { $0.scheduler.addWaiter(.blocked(wait)) }
+    if registered { wait.wait(freeingFor: self) }
   }
 
   /// Waits until nothing is unfinished; throws `CancellationError` as soon as the awaiting task is cancelled.
@@ -1504,13 +1607,49 @@ struct EngineState {
 
 /// Someone waiting for a queue to have no unfinished work.
 enum Waiter: Sendable {
-  case semaphore(DispatchSemaphore)
+  case blocked(HelpingWait)
   case continuation(OneShotContinuation<Void>)
 
   func resume() {
     switch self {
-    case .semaphore(let semaphore): semaphore.signal()
+    case .blocked(let wait): wait.end()
     case .continuation(let continuation): continuation.resume(with: .success(()))
+    }
+  }
+}
+
+/// A thread blocked until something of a queue has ended (``Work/wait()``, ``WorkQueue/waitUntilAllFinished()``), which
+/// meanwhile frees the finished items that the queue's workers hand back, when they ask.
+///
+/// The workers hand the last reference to a finished item back to the thread that adds the next one (see
+/// `WorkEngine.handBack`), and free the list themselves once it is long. Once that thread has added its work and waits
+/// for it, nothing adds: a worker running a chain of 100,000 items freed them all itself, about a third of its
+/// instructions. A waiting thread has nothing else to do, and it is most often the one that allocated the items (their
+/// blocks go back to its own `malloc` cache): so it offers to free them, and a worker whose list reaches
+/// `WorkEngine.handBackHelperBatch` items wakes it instead of freeing them (one system call per batch). Only memory is
+/// freed this way: a handed-back item's deinit runs no user code.
+final class HelpingWait: Sendable {
+  private let semaphore = DispatchSemaphore(value: 0)
+  private let isOver = Atomic<Bool>(false)
+
+  /// Ends the wait (the awaited work or queue has ended).
+  func end() {
+    isOver.store(true, ordering: .releasing)
+    semaphore.signal()
+  }
+
+  /// Wakes the waiting thread to free its engine's hand-back list.
+  func requestFreeing() { semaphore.signal() }
+
+  /// Blocks until ``end()``; meanwhile frees `engine`'s hand-back list whenever its workers ask, if the engine took the
+  /// offer (one waiting thread per engine does).
+  func wait(freeingFor engine: WorkEngine?) {
+    let helping = engine?.offerFreeing(self) ?? false
+    defer { if helping { engine?.withdrawFreeing(self) } }
+    while true {
+      semaphore.wait()
+      if isOver.load(ordering: .acquiring) { return }
+      if helping { engine?.freeForWorkers() }
     }
   }
 }

@@ -274,8 +274,9 @@ public final class WorkQueue: Sendable {
     let delay = extras?.options.delay
     let dependencyCount = (first == nil ? 0 : 1) + dependencies.count + (delay == nil ? 0 : 1)
     let freesOnlyMemory = _isPOD(Value.self) && extras == nil
-    // Frees the items workers handed back (see `WorkEngine.handBack`) before this thread allocates the next one.
-    engine.releaseHandedBackIfAny()
+    // Frees the items workers handed back (see `WorkEngine.handBack`), once they are a batch, before this thread
+    // allocates the next one.
+    engine.releaseHandedBackForAdding()
     let work = type.init(
       engine: engine,
       name: consume name,

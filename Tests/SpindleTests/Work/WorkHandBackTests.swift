@@ -53,8 +53,9 @@ import Testing
     // Runs after the 2,000 on the same worker, which has handed them back meanwhile, with nobody adding.
     let alive = queue.add { all.filter { $0.work != nil }.count }
     queue.resume()
-    let count = await offPool { try? alive.wait() }
-    #expect(count != nil)
+    // Polled, not waited for: a thread blocked in `wait()` would free the list for the worker (see the tests below).
+    #expect(await eventually { alive.result != nil })
+    let count = try? alive.result?.get()
     // The list stays below `handBackLimit` (the flush that reaches it frees the list), and the worker's batch is on
     // the list before this last item's body runs (nothing else is queued then).
     let bound = WorkEngine.handBackLimit
@@ -63,27 +64,68 @@ import Testing
       "\(count ?? -1) finished items alive while the worker ran on; the hand-back list must stay under \(bound)")
   }
 
-  /// What a worker gathered is on the list before it runs a body with nothing else queued, so the next `add` frees
-  /// it even while that body runs on (found in review: the batch kept it until the worker gathered more or stopped).
-  @Test func theNextAddFreesFinishedItemsWhileTheWorkerRunsALongBody() async {
-    let queue = WorkQueue(name: "hand-back.busy", maxConcurrent: 1)
+  /// A thread blocked in `wait()` or `waitUntilAllFinished()` frees what the workers hand back meanwhile: they ask it
+  /// once the list holds a batch, and free the list themselves only at a higher bound, which still holds.
+  @Test(arguments: [false, true])
+  func aWaitingThreadFreesWhatTheWorkersHandBack(waitsForTheQueue: Bool) async {
+    let queue = WorkQueue(name: "hand-back.waiter", maxConcurrent: 1)
     queue.suspend()
-    let finished: WeakWork = { WeakWork(queue.add { 1 }) }()
+    let gate = DispatchSemaphore(value: 0)
+    queue.add { _ = gate.wait(timeout: .now() + 60 * hangBoundScale) }
+    var weak: [WeakWork] = []
+    for index in 0..<5_000 { weak.append(WeakWork(queue.add { index })) }
+    let all = weak
+    let alive = queue.add { all.filter { $0.work != nil }.count }
+    queue.resume()
+    // The waiting thread blocks before the gate opens, so that it has offered to free before anything is handed back.
+    let waited = Task {
+      await offPool {
+        if waitsForTheQueue { queue.waitUntilAllFinished() } else { _ = try? alive.wait() }
+      }
+    }
+    let offered = await eventually { queue.engine.hasFreeingHelperForTesting }
+    gate.signal()
+    await waited.value
+    #expect(offered, "the waiting thread did not offer to free the hand-back list")
+    #expect(!queue.engine.hasFreeingHelperForTesting, "the offer outlived the wait")
+    let freed = queue.engine.itemsFreedByWaitersForTesting.load(ordering: .relaxed)
+    #expect(freed >= WorkEngine.handBackHelperBatch, "the waiting thread freed \(freed) of the 5,000 handed-back items")
+    let count = try? alive.result?.get()
+    #expect((count ?? .max) < WorkEngine.handBackLimitWithHelper, "\(count ?? -1) finished items alive at the end")
+  }
+
+  /// The adding thread frees the list once it holds a batch (``WorkEngine/handBackAddBatch``), before it allocates,
+  /// even while every worker runs a long body (found in review: a worker's batch kept finished items until the worker
+  /// gathered more or stopped).
+  @Test func anAddFreesABatchOfFinishedItemsWhileTheWorkersRunLongBodies() async {
+    let queue = WorkQueue(name: "hand-back.busy", maxConcurrent: 2)
+    queue.suspend()
     let started = DispatchSemaphore(value: 0)
     let go = DispatchSemaphore(value: 0)
-    let long = queue.add {
+    let long: @Sendable () -> Void = {
       started.signal()
       _ = go.wait(timeout: .now() + 60 * hangBoundScale)
     }
+    let first = queue.add(long)
+    let count = WorkEngine.handBackAddBatch + 8
+    let finished: [WeakWork] = (0..<count).map { index in WeakWork(queue.add { index }) }
+    let second = queue.add(long)
     queue.resume()
-    await offPool { started.wait() }
+    await offPool {
+      started.wait()
+      started.wait()
+    }
+    // Both workers are in their long bodies: the second one put its batch on the list before it started its own
+    // (nothing else was queued), so nothing frees the list now but an `add`.
+    #expect(await eventually { queue.engine.handedBackCountForTesting == count })
+    #expect(finished.contains { $0.work != nil }, "the finished items were freed before the add")
     let next = queue.add { 2 }  // frees the hand-back list before it allocates
-    // Well before the long body ends (it would free the batch when its worker stops).
-    let freed = await eventually { finished.work == nil }
+    let alive = finished.filter { $0.work != nil }.count
     go.signal()
-    _ = await offPool { try? long.wait() }
-    _ = await offPool { try? next.wait() }
-    #expect(freed, "a finished item stayed alive after the next add while its worker ran a long body")
+    go.signal()
+    _ = await offPool { (try? first.wait(), try? second.wait(), try? next.wait()) }
+    #expect(
+      alive == 0, "\(alive) of \(count) finished items stayed alive after the add while the workers ran long bodies")
   }
 
   /// A worker gathers what it hands back a few items at a time: a last, partial batch (fewer items than
