@@ -130,6 +130,9 @@ public class Work<Value: Sendable>: AnyWork, @unchecked Sendable {
   /// It returns as soon as the work has completed, which can be a moment before its queue has retired it: the
   /// queue's ``WorkQueue/unfinishedCount`` and ``WorkQueue/progress`` may still count it then. A completion
   /// handler (``onCompletion(on:_:)``) or ``WorkQueue/waitUntilAllFinished()`` sees the queue without it.
+  ///
+  /// While it blocks, the calling thread frees the queue's finished items when the queue's workers ask it to (only
+  /// their memory), as ``WorkQueue/waitUntilAllFinished()`` does.
   @available(*, noasync, message: "use 'try await work.value' in async code")
   @discardableResult
   public final func wait() throws -> Value {

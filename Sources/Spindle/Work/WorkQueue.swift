@@ -157,6 +157,10 @@ public final class WorkQueue: Sendable {
   /// unfinished, or from a body of another queue while this queue holds work that can only complete after the body's
   /// work (a dependent of it, directly or through other work, or work that needs a slot or an exclusivity key the
   /// body holds; see ``allFinished()``) — stops the program with a message instead of hanging.
+  ///
+  /// While it blocks, the calling thread frees the queue's finished items when the queue's workers ask it to (only
+  /// their memory: nothing a body, a value or an observer holds), so that the workers spend their time on bodies; a
+  /// profile of a waiting thread can show `free` on its stack. ``Work/wait()`` does the same.
   @available(*, noasync, message: "use 'try await queue.allFinished()' in async code")
   public func waitUntilAllFinished() {
     if let current = WorkContext.currentWork, current.currentEngine === engine {
