@@ -116,7 +116,7 @@ extension WorkEngine {
     var spareToken: FinishToken? = nil
     defer {
       flushHandBack(&batch)
-      releaseHandedBackIfAny()
+      releaseHandedBackOnStopping()
     }
     while let item = upcoming.take() {
       let step: WorkScheduler<AnyWork, Waiter>.WorkerStep

@@ -598,7 +598,10 @@ final class WorkEngine: @unchecked Sendable {
     let count = batch.count
     batch = HandBackBatch()
     let total = handedBackCount.wrappingAdd(count, ordering: .relaxed).newValue
-    if total >= Self.handBackAddBatch && !addersShouldFree.load(ordering: .relaxed) {
+    // Sequentially consistent (a plain load on x86-64), after the push: paired with the adding thread's clearing store
+    // before its look at the list (see `releaseHandedBackForAdding`), so that either this worker sees the flag clear
+    // and sets it, or that thread sees this batch and frees it.
+    if total >= Self.handBackAddBatch && !addersShouldFree.load(ordering: .sequentiallyConsistent) {
       addersShouldFree.store(true, ordering: .relaxed)
     }
     guard total >= Self.handBackLimit else { return }
@@ -620,7 +623,8 @@ final class WorkEngine: @unchecked Sendable {
   /// Wakes the freeing helper, unless a request is already pending.
   @inline(never)
   private func askFreeingHelper() {
-    guard !freeingRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    // After the push, and paired with the helper's clearing store before its look at the list (see `freeForWorkers`).
+    guard !freeingRequested.exchange(true, ordering: .sequentiallyConsistent) else { return }
     freeingHelper.withLock { $0?.requestFreeing() }
   }
 
@@ -648,8 +652,13 @@ final class WorkEngine: @unchecked Sendable {
 
   /// Frees the hand-back list for the workers, on the thread of the freeing helper they woke.
   func freeForWorkers() {
-    freeingRequested.store(false, ordering: .relaxed)
-    let freed = releaseHandedBack()
+    // Cleared before the look at the list, both sequentially consistent: a worker whose request this clearing swallows
+    // pushed its batch before it, so the look below sees the batch (a clearing store left in the processor's store
+    // buffer past that look could lose both the batch and the next request; found in review).
+    freeingRequested.store(false, ordering: .sequentiallyConsistent)
+    // One pass: a thread that frees while workers keep handing back would otherwise free on after its wait ended; what
+    // comes meanwhile brings the next request.
+    let freed = releaseHandedBack(passes: 1)
     #if DEBUG
       itemsFreedByWaitersForTesting.wrappingAdd(freed, ordering: .relaxed)
     #else
@@ -657,10 +666,19 @@ final class WorkEngine: @unchecked Sendable {
     #endif
   }
 
-  /// Frees the items workers handed back, if there are any (one relaxed load when there are none).
-  @inline(__always)
-  func releaseHandedBackIfAny() {
-    if handedBack.load(ordering: .relaxed) != nil { releaseHandedBack() }
+  /// For a worker that stops: frees the items workers handed back, if there are any (one relaxed load when there are
+  /// none), and waits for a thread that is freeing them already to finish, then looks again. A freeing helper takes
+  /// the list once per request and does not look again (see `freeForWorkers`), so a stopping worker that left the list
+  /// to it, as ``releaseHandedBack(passes:)`` does when it finds the freeing taken, could leave items there with nobody
+  /// to free them until the next `add`.
+  func releaseHandedBackOnStopping() {
+    while handedBack.load(ordering: .sequentiallyConsistent) != nil {
+      if freeingHandedBack.load(ordering: .relaxed) {
+        Platform.yieldThread()
+      } else {
+        releaseHandedBack()
+      }
+    }
   }
 
   /// For the adding thread, before it allocates an item: frees the items workers handed back once they are
@@ -668,7 +686,9 @@ final class WorkEngine: @unchecked Sendable {
   @inline(__always)
   func releaseHandedBackForAdding() {
     guard addersShouldFree.load(ordering: .relaxed) else { return }
-    addersShouldFree.store(false, ordering: .relaxed)
+    // Cleared before the look at the list, sequentially consistent, as the worker's look at the flag after its push (see
+    // `flushHandBack`).
+    addersShouldFree.store(false, ordering: .sequentiallyConsistent)
     releaseHandedBack()
   }
 
@@ -690,10 +710,14 @@ final class WorkEngine: @unchecked Sendable {
   /// The count goes down by the number freed, not to zero: a worker adds its batch to the count just after the batch
   /// joined the list, so a reset could land between the two and leave the count a batch above (or below) what the
   /// list holds, drifting further at each such race.
+  /// `passes` bounds how many times it takes the list (a freeing helper takes it once; see `freeForWorkers`); returns
+  /// how many items it freed.
   @discardableResult
-  func releaseHandedBack() -> Int {
+  func releaseHandedBack(passes: Int = .max) -> Int {
     var total = 0
-    while handedBack.load(ordering: .sequentiallyConsistent) != nil {
+    var passesLeft = passes
+    while passesLeft > 0, handedBack.load(ordering: .sequentiallyConsistent) != nil {
+      passesLeft -= 1
       guard !freeingHandedBack.exchange(true, ordering: .sequentiallyConsistent) else { return total }
       var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
       var freed = 0
