@@ -609,18 +609,35 @@ public class AnyWork: @unchecked Sendable {
     trace: WorkTrace?,
     priority: () -> TaskPriority?
   ) {
+    // This attempt's number, read before its task exists: the attempt cannot end (and the next one start) before.
+    let attempt = lock.withLock { attemptLocked }
     let task = Task(priority: priority()) { [self] in
       trace?.recordStart(self)
       let termination = await WorkContext.$taskWork.withValue(self) { await run(self) }
       finishDetached(termination)
     }
+    #if DEBUG
+      if let hook = Self.taskStartHookForTesting.withLock({ $0 }) { hook(self, attempt) }
+    #endif
     let cancelNow: Bool = lock.withLock {
-      guard case .running = phase else { return false }
+      // Stored only while this attempt runs: a body that failed at once can be retried, and its next attempt started
+      // and given its own task, before this thread comes here (found in a ThreadSanitizer run, where an attempt's await
+      // of its own work then waited for ever: the stale handle told the check that the awaiting task was not the
+      // body's, and `cancel()` cancelled the ended task instead of the running one).
+      guard case .running = phase, attemptLocked == attempt, runningTask == nil else { return false }
       runningTask = task
       return cancelRequested
     }
     if cancelNow { task.cancel() }
   }
+
+  #if DEBUG
+    /// Tests only (debug builds): called by the thread that starts an `async` body's task, with the work and the
+    /// attempt, after the task is made and before its handle is stored (see `startTask`).
+    static let taskStartHookForTesting = Locked<(@Sendable (AnyWork, Int) -> Void)?>(nil)
+    /// Tests only (debug builds): the running `async` body's task handle.
+    var runningTaskForTesting: Task<Void, Never>? { lock.withLock { runningTask } }
+  #endif
 
   /// Completes an `async` or callback body (its value, if any, is already stored); it held its slot until now.
   final func finishDetached(_ termination: Termination) {

@@ -96,6 +96,9 @@ final class WorkEngine: @unchecked Sendable {
   private let handedBackCount = Atomic<Int>(0)
   /// Whether a thread is freeing the hand-back list (see ``releaseHandedBack()``): one at a time.
   private let freeingHandedBack = Atomic<Bool>(false)
+  /// Whether a stopping worker that found the freeing taken asks the freer to look at the list again (a freeing helper
+  /// takes it once per request otherwise; see `releaseHandedBackOnStopping`).
+  private let freeAgain = Atomic<Bool>(false)
   /// Whether a thread blocked in a wait for this queue's work frees the hand-back list when asked (``freeingHelper``):
   /// the workers read only this until the list is long enough to ask.
   private let hasFreeingHelper = Atomic<Bool>(false)
@@ -667,18 +670,17 @@ final class WorkEngine: @unchecked Sendable {
   }
 
   /// For a worker that stops: frees the items workers handed back, if there are any (one relaxed load when there are
-  /// none), and waits for a thread that is freeing them already to finish, then looks again. A freeing helper takes
-  /// the list once per request and does not look again (see `freeForWorkers`), so a stopping worker that left the list
-  /// to it, as ``releaseHandedBack(passes:)`` does when it finds the freeing taken, could leave items there with nobody
-  /// to free them until the next `add`.
+  /// none). A thread that is freeing them already looks at the list again for it: a freeing helper takes the list once
+  /// per request (see `freeForWorkers`), so without that request a stopping worker that left the list to it could leave
+  /// items there with nobody to free them until the next `add`.
   func releaseHandedBackOnStopping() {
-    while handedBack.load(ordering: .sequentiallyConsistent) != nil {
-      if freeingHandedBack.load(ordering: .relaxed) {
-        Platform.yieldThread()
-      } else {
-        releaseHandedBack()
-      }
-    }
+    guard handedBack.load(ordering: .relaxed) != nil else { return }
+    // Asked before the look (both sequentially consistent, as the freer's clearing of its flag and its look at this
+    // request): either this thread takes the freeing, or the freer sees the request and takes the list again. Waiting
+    // for the freer instead kept the stopping worker's thread busy, and the pool made new threads meanwhile (the thread
+    // bound test of callback bodies failed about once in ten runs).
+    freeAgain.store(true, ordering: .sequentiallyConsistent)
+    releaseHandedBack()
   }
 
   /// For the adding thread, before it allocates an item: frees the items workers handed back once they are
@@ -716,8 +718,12 @@ final class WorkEngine: @unchecked Sendable {
   func releaseHandedBack(passes: Int = .max) -> Int {
     var total = 0
     var passesLeft = passes
-    while passesLeft > 0, handedBack.load(ordering: .sequentiallyConsistent) != nil {
-      passesLeft -= 1
+    while handedBack.load(ordering: .sequentiallyConsistent) != nil {
+      if passesLeft > 0 {
+        passesLeft -= 1
+      } else if !freeAgain.exchange(false, ordering: .sequentiallyConsistent) {
+        break  // no stopping worker left the list to this thread (see `releaseHandedBackOnStopping`)
+      }
       guard !freeingHandedBack.exchange(true, ordering: .sequentiallyConsistent) else { return total }
       var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
       var freed = 0
