@@ -93,12 +93,20 @@ def summarise(traces):
             if frame:
                 current.append(frame.group(1))
     names = demangle(sorted({name for stack in stacks for name in stack}))
-    groups = {}
+    groups, full = {}, {}
     for stack in stacks:
         frames = [names.get(name, name) for name in stack if not name.startswith(BORING)]
         key = " <- ".join(frame[:90] for frame in frames[:7])
         groups[key] = groups.get(key, 0) + 1
-    return [f"  {count} thread(s): {key}" for key, count in sorted(groups.items(), key=lambda item: -item[1])]
+        full[key] = frames
+    lines = []
+    for key, count in sorted(groups.items(), key=lambda item: -item[1]):
+        lines.append(f"  {count} thread(s): {key}")
+        # A thread alone with its stack is most often the one that hangs (the others idle in pools): its whole stack,
+        # since the frames that say how it got there are the outer ones (a deinit run inside a lock was cut off at 7).
+        if count == 1 and len(full[key]) > 7:
+            lines.append("      ... <- " + " <- ".join(frame[:90] for frame in full[key][7:30]))
+    return lines
 
 
 def report(process, open_tests, reason, full_log):

@@ -290,7 +290,12 @@ package struct PlatformMutex: @unchecked Sendable {
     mutex.initialize(to: pthread_mutex_t())
     var attributes = pthread_mutexattr_t()
     pthread_mutexattr_init(&attributes)
-    #if canImport(Glibc)
+    #if DEBUG
+      // Debug builds (the tests): an error-checking mutex, so that a thread taking a mutex it holds already (a deinit
+      // that user code runs inside a critical section and that takes the same lock) stops with its stack in
+      // ``lock()`` instead of hanging for ever with nothing to show where.
+      pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+    #elseif canImport(Glibc)
       pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
     #endif
     let status = pthread_mutex_init(mutex, &attributes)
@@ -307,7 +312,25 @@ package struct PlatformMutex: @unchecked Sendable {
 
   /// Takes the mutex, waiting for it if another thread holds it.
   @inline(__always)
-  package func lock() { pthread_mutex_lock(mutex) }
+  package func lock() {
+    let status = pthread_mutex_lock(mutex)
+    #if DEBUG
+      if status != 0 { Self.lockFailed(status) }
+    #else
+      _ = status
+    #endif
+  }
+
+  #if DEBUG
+    /// Stops the process: `pthread_mutex_lock` refused (`EDEADLK`: the calling thread holds the mutex already, which a
+    /// release build would wait on for ever).
+    @inline(never)
+    private static func lockFailed(_ status: Int32) -> Never {
+      let reason = status == EDEADLK ? "the calling thread holds it already (a deadlock)" : "error \(status)"
+      Platform.writeToStandardError("Spindle: taking a mutex failed: \(reason)\n")
+      preconditionFailure("Spindle: taking a mutex failed: \(reason)")
+    }
+  #endif
 
   /// Releases the mutex; the calling thread must hold it.
   @inline(__always)
@@ -316,7 +339,7 @@ package struct PlatformMutex: @unchecked Sendable {
   /// Runs `body` holding the mutex.
   @inline(__always)
   package func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
-    pthread_mutex_lock(mutex)
+    lock()
     defer { pthread_mutex_unlock(mutex) }
     return try body()
   }

@@ -163,8 +163,11 @@ final class WorkEngine: @unchecked Sendable {
     // The streams of this queue's events and progress end with it: without this, a loop over one (a progress bar's
     // task, `makeProgress`'s) waited for ever once the queue was gone, and it and the stream's memory were never
     // freed (LeakSanitizer found the task). Their `onTermination` handlers find no engine (weak) and do nothing.
-    let endings = lockedState.withLock { $0.observers.takeEndings() }
+    // The handlers are user code's captures, let go of after the lock (they may hold another queue, whose deinit
+    // takes that queue's lock).
+    let (endings, handlers) = lockedState.withLock { $0.observers.takeEndings() }
     for end in endings { end() }
+    _ = consume handlers
   }
 
   /// Copies the scheduler's ready count and paused flag for lingering workers. Call with the lock held.

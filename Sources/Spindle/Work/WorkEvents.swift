@@ -164,19 +164,33 @@ struct QueueObservers {
     return nextID
   }
 
-  mutating func remove(_ id: Int) {
-    handlers[id] = nil
-    progress[id] = nil
-    streamEndings[id] = nil
+  /// Removes the observer `id`; returns what it held (a handler, a stream's continuation and ending), for the caller
+  /// to let go of after the engine's lock: a handler's captures are user code's, and may hold the last reference to
+  /// the queue, whose deinit takes the lock.
+  mutating func remove(_ id: Int) -> Removed {
+    let removed = Removed(
+      handler: handlers.removeValue(forKey: id), progress: progress.removeValue(forKey: id),
+      ending: streamEndings.removeValue(forKey: id))
     hasProgress = !progress.isEmpty
+    return removed
+  }
+
+  /// What ``remove(_:)`` took out, released where the caller drops it.
+  struct Removed {
+    let handler: (@Sendable (WorkEvent) -> Void)?
+    let progress: AsyncStream<WorkProgress>.Continuation?
+    let ending: (@Sendable () -> Void)?
   }
 
   /// What ends every stream of the queue's events and progress, leaving no observers: for the queue's end.
-  mutating func takeEndings() -> [@Sendable () -> Void] {
+  /// The handlers go with the endings (each ending holds its stream's continuation), for the caller to let go of after
+  /// the lock.
+  mutating func takeEndings() -> (endings: [@Sendable () -> Void], handlers: [@Sendable (WorkEvent) -> Void]) {
     var endings = Array(streamEndings.values)
     for continuation in progress.values { endings.append { continuation.finish() } }
+    let handlers = Array(self.handlers.values)
     self = QueueObservers()
-    return endings
+    return (endings, handlers)
   }
 }
 
@@ -249,10 +263,14 @@ extension WorkEngine {
   }
 
   func removeObserver(_ id: Int) {
-    withState { state in
-      state.observers.remove(id)
+    // Released here, after the lock: the handler may hold the last reference to the queue, whose deinit takes the
+    // lock (inside it, the thread waited for ever on the lock it held).
+    let removed = withState { state in
+      let removed = state.observers.remove(id)
       isObserved.store(!state.observers.isEmpty || state.itemObservers > 0, ordering: .relaxed)
+      return removed
     }
+    _ = consume removed
   }
 
   /// A stream of the queue's progress, starting with its progress now.
