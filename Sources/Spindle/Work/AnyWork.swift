@@ -881,7 +881,14 @@ public class AnyWork: @unchecked Sendable {
     // the old value went through an outlined destroy call on every item.
     switch dependencyList {
     case .none: break
-    case .one, .many, .valueSource: dependencyList = .none
+    case .valueSource: dependencyList = .none
+    case .one, .many:
+      // The list can hold the last reference to a dependency (finished, retired, dropped by its caller), whose deinit
+      // runs user code (its value's, its handlers' captures): let go of with the completion's handlers, outside this
+      // lock. Released here, such a deinit that cancelled another dependency of this work spun on this lock for ever.
+      let released = dependencyList
+      dependencyList = .none
+      handlers.append { withExtendedLifetime(released) {} }
     }
     var releasedBody = body.take()
     var exclusiveKey: String? = nil

@@ -767,10 +767,13 @@ final class WorkEngine: @unchecked Sendable {
   /// barrier's body ran) before the loop reached them. An item is never made ready by cancelling a later one: what it
   /// waits for was registered before it.
   func cancelAll() {
-    let items: [AnyWork] = withState { state in
-      _ = state.scheduler.removeAllReady()
-      return state.unfinishedItems()
+    // The ready items taken out are let go of after the lock: one cancelled earlier (retired, dropped by its caller)
+    // may have only this reference left, and its deinit runs user code (its handlers' captures).
+    let (items, removed): ([AnyWork], [AnyWork]) = withState { state in
+      let removed = state.scheduler.removeAllReady()
+      return (state.unfinishedItems(), removed)
     }
+    _ = consume removed
     for item in items.reversed() { item.cancel() }
   }
 
@@ -894,6 +897,7 @@ final class WorkEngine: @unchecked Sendable {
         queueName)
     }
     guard let engine = work.currentEngine, engine === current.currentEngine else { return }
+    keep.append(engine)  // let go of after the checks' lock (its queue may be gone: this can be its last reference)
     if started && done { return }
     // Whether the work still needs a slot: unstarted work does, and so does started work that can give its slot back
     // and need one again (another attempt, a retry). (Exclusive work runs only with its key, which it keeps until it
@@ -1000,7 +1004,10 @@ extension AnyWork {
       if !item.waitEndsAtItsDeadline {
         BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
         // A body that waits for `other`'s queue to have nothing unfinished waits for `other` (running: unfinished).
-        if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) { return path.union(.waits) }
+        if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) {
+          keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
+          return path.union(.waits)
+        }
       }
       if let engine {
         let id = ObjectIdentifier(engine)
@@ -1013,7 +1020,10 @@ extension AnyWork {
         if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
         // A queue met again while its slots are looked at counts as held: that is what is being checked, and it holds
         // only if at least the queue's width of bodies wait behind `other` under it (see `slotsAreHeld`).
-        if unstarted && evaluating.contains(id) { return path.union(.slots) }
+        if unstarted && evaluating.contains(id) {
+          keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
+          return path.union(.slots)
+        }
         if unstarted {
           let held: Bool
           if let known = queues[id]?.held {
@@ -1024,7 +1034,10 @@ extension AnyWork {
           }
           // Still unstarted after the slots were looked at, so it was while they were: a slot that freed meanwhile
           // could have started it (and a body counted as behind `other` might have been waiting for it).
-          if held && !item.lock.withLock({ item.phase.isStarted }) { return path.union(.slots) }
+          if held && !item.lock.withLock({ item.phase.isStarted }) {
+            keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
+            return path.union(.slots)
+          }
         }
       }
       for (work, link) in found {
@@ -1083,8 +1096,15 @@ extension AnyWork {
         return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase, heldKey)
       }
       guard let itemEngine else { continue }
-      if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) { continue }
-      if item !== self && itemEngine === engine { return item }
+      // What `found` took goes to `keep` on every way out (let go of after the checks' lock, as below).
+      if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) {
+        keep.append(contentsOf: found as [AnyObject])
+        continue
+      }
+      if item !== self && itemEngine === engine {
+        keep.append(contentsOf: found as [AnyObject])
+        return item
+      }
       // Work in line for a key this item holds gets it only once this item completed.
       if let heldKey { found.append(contentsOf: ExclusivityRegistry.shared.line(of: heldKey, heldBy: item)) }
       if phase == .running {

@@ -44,6 +44,15 @@ final class WorkerPool: @unchecked Sendable {
     if spawn { PlatformThread.start(name: "spindle.worker") { self.threadMain() } }
   }
 
+  /// Runs a job's worker; the job's references end here, before the caller takes the pool's lock again: the one to the
+  /// engine can be the last (its queue dropped while the worker ran), and the engine's deinit lets go of the queue's
+  /// observers, whose captures are user code's (a deinit there that added work took this lock again). The item's
+  /// reference moves into the worker.
+  @inline(never)
+  private static func run(_ engine: consuming WorkEngine, _ item: consuming AnyWork) {
+    engine.runWorker(consume item)
+  }
+
   /// The loop of a pool thread: take a job, run it, park when there is none, exit after `idleTimeout`.
   private func threadMain() {
     mutex.lock()
@@ -51,7 +60,7 @@ final class WorkerPool: @unchecked Sendable {
       if case (let engine, let item)? = jobs.popFirst() {
         busy += 1
         mutex.unlock()
-        engine.runWorker(consume item)
+        Self.run(consume engine, consume item)
         mutex.lock()
         busy -= 1
         continue
