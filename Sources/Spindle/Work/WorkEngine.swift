@@ -121,6 +121,11 @@ final class WorkEngine: @unchecked Sendable {
     var handedBackCountForTesting: Int { handedBackCount.load(ordering: .relaxed) }
     /// Tests only (debug builds): whether a thread blocked in a wait frees the hand-back list for the workers.
     var hasFreeingHelperForTesting: Bool { hasFreeingHelper.load(ordering: .relaxed) }
+    /// Tests only (debug builds): marks the hand-back list as being freed by another thread (`true`: as if a freer
+    /// were descheduled in the middle of its pass), or not.
+    func setFreeingHandedBackForTesting(_ freeing: Bool) {
+      freeingHandedBack.store(freeing, ordering: .sequentiallyConsistent)
+    }
   #endif
   /// Whether `incoming` may hold an item that was ready when added. An adding thread sets it (when it finds it clear)
   /// after it put a ready item on the list; a critical section clears it only right before it takes the list, so
@@ -562,7 +567,8 @@ final class WorkEngine: @unchecked Sendable {
   /// queued, lingers or stops (see ``flushHandBack(_:)``); the list is freed by the first `add` on this queue that
   /// finds ``handBackAddBatch`` items on it, by a thread blocked in a wait for this queue's work when a worker asks it
   /// (``HelpingWait``), by the worker that brings it to ``handBackLimit`` items, and when a worker stops. So at most
-  /// ``handBackLimitWithHelper`` finished items (a few hundred kilobytes) wait there, all of them plain memory.
+  /// ``handBackLimitWithHelper`` finished items (a few hundred kilobytes) wait there, all of them plain memory, while the
+  /// freers keep up, and never more than ``handBackHardLimit`` (a freer descheduled in the middle of its pass).
   ///
   /// Call only for finished work that its queue has retired (it has left the registry, whose back link the list
   /// reuses). Leaves `item` as it was when the work cannot be handed back (its reference is then released with the
@@ -616,6 +622,29 @@ final class WorkEngine: @unchecked Sendable {
       return
     }
     releaseHandedBack()
+    if total >= Self.handBackHardLimit { releaseHandedBackBesideAnotherFreer() }
+  }
+
+  /// Takes the hand-back list and frees it on this thread, whether or not another thread is freeing (see
+  /// ``handBackHardLimit``): each taking is a list of its own, so two freers never meet on an item.
+  @inline(never)
+  private func releaseHandedBackBesideAnotherFreer() {
+    guard let taken = handedBack.exchange(nil, ordering: .acquiring) else { return }
+    let freed = Self.free(Unmanaged<AnyWork>.fromOpaque(taken))
+    handedBackCount.wrappingSubtract(freed, ordering: .relaxed)
+  }
+
+  /// Releases the items of a list taken from the hand-back list (linked through `registryPrevious`); returns how many.
+  @inline(__always)
+  private static func free(_ list: Unmanaged<AnyWork>?) -> Int {
+    var next = list
+    var freed = 0
+    while let node = next {
+      next = node._withUnsafeGuaranteedRef { $0.registryPrevious.take() }
+      node.release()
+      freed += 1
+    }
+    return freed
   }
 
   /// How many items the hand-back list holds before a worker asks the thread that offered to free it (see
@@ -625,6 +654,12 @@ final class WorkEngine: @unchecked Sendable {
   /// How many items the hand-back list holds before a worker frees it itself although a waiting thread offered to: that
   /// thread may be slow to wake (preempted, or busy freeing the last batch), and the list's memory stays bounded.
   static let handBackLimitWithHelper = 2048
+
+  /// How many items the hand-back list holds (with those a freer took and has not freed yet) before the worker that
+  /// brings it there frees it although another thread is freeing: that thread may be descheduled in the middle of its
+  /// pass, and while it held the freeing, the list grew with every item the workers finished (4,999 of 5,000 in a
+  /// test run). Twice the limit with a helper, so that a freer that is merely slow is left to finish alone.
+  static let handBackHardLimit = 2 * handBackLimitWithHelper
 
   /// Wakes the freeing helper, unless a request is already pending.
   @inline(never)
@@ -728,13 +763,7 @@ final class WorkEngine: @unchecked Sendable {
         break  // no stopping worker left the list to this thread (see `releaseHandedBackOnStopping`)
       }
       guard !freeingHandedBack.exchange(true, ordering: .sequentiallyConsistent) else { return total }
-      var next = handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) }
-      var freed = 0
-      while let node = next {
-        next = node._withUnsafeGuaranteedRef { $0.registryPrevious.take() }
-        node.release()
-        freed += 1
-      }
+      let freed = Self.free(handedBack.exchange(nil, ordering: .acquiring).map { Unmanaged<AnyWork>.fromOpaque($0) })
       if freed > 0 { handedBackCount.wrappingSubtract(freed, ordering: .relaxed) }
       total += freed
       freeingHandedBack.store(false, ordering: .sequentiallyConsistent)
