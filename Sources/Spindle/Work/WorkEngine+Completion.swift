@@ -29,7 +29,7 @@ extension WorkEngine {
   /// on this queue (the list it is given) and say what the slot it held (if any) does next; then does the rest
   /// outside the lock.
   ///
-  /// `onWorker`: a worker retires the item it ran, through ``withStateOnRetirement(needsIncoming:_:)``, which takes the
+  /// `onWorker`: a worker retires the item it ran, through ``withStateOnRetirement(needsIncoming:readiesNothing:_:)``, which takes the
   /// incoming list only when this retirement needs it (``EngineState/retirementNeedsIncoming(readying:)``).
   @inline(__always)
   private func retire<Next>(
@@ -51,7 +51,7 @@ extension WorkEngine {
     let starts: SmallList<AnyWork>
     if onWorker {
       (next, starts) = withStateOnRetirement(
-        needsIncoming: { $0.retirementNeedsIncoming(readying: ready) },
+        needsIncoming: { $0.retirementNeedsIncoming(readying: ready) }, readiesNothing: ready.isEmpty,
         { retireLocked(item, &$0, &ready, &rare, &lastReference, decide) })
     } else {
       (next, starts) = withState { retireLocked(item, &$0, &ready, &rare, &lastReference, decide) }

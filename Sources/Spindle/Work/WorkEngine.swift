@@ -58,9 +58,9 @@ final class WorkEngine: @unchecked Sendable {
     var readyAddTakesTheLockForTesting: Bool {
       slotFreeHint.load(ordering: .relaxed) || !aliveHint.load(ordering: .relaxed)
     }
-    /// Tests only (debug builds): whether the incoming list may hold a ready item (``incomingMayHoldReady``), which a
+    /// Tests only (debug builds): whether the incoming list may hold a ready item (``incomingReadyPriority``), which a
     /// worker's retirement reads instead of the list.
-    var incomingMayHoldReadyForTesting: Bool { incomingMayHoldReady.load(ordering: .relaxed) }
+    var incomingMayHoldReadyForTesting: Bool { incomingReadyPriority.load(ordering: .relaxed) >= 0 }
     /// Tests only (debug builds): marks the ready flag as found set with nothing ready enough times that the next
     /// taking of the list clears it (and takes the list).
     func makeTheNextTakingClearTheReadyFlagForTesting() {
@@ -127,16 +127,18 @@ final class WorkEngine: @unchecked Sendable {
       freeingHandedBack.store(freeing, ordering: .sequentiallyConsistent)
     }
   #endif
-  /// Whether `incoming` may hold an item that was ready when added. An adding thread sets it (when it finds it clear)
-  /// after it put a ready item on the list; a critical section clears it only right before it takes the list, so
-  /// whenever a ready item is on the list and its adder has passed this flag, the flag is set. A worker's retirement
-  /// reads only this (see ``withStateOnRetirement(needsIncoming:_:)``): while the queue gets work that waits for other
-  /// work (a chain added live), the list's line stays with the adding thread. Cleared only after
+  /// Whether `incoming` may hold an item that was ready when added, and of which priority at most: -1 (clear) when
+  /// none, the highest priority (raw value) of those items otherwise. An adding thread raises it (when it finds it
+  /// lower) after it put a ready item on the list; a critical section clears it only right before it takes the list,
+  /// so whenever a ready item is on the list and its adder has passed this flag, the flag is at least its priority. A
+  /// worker's retirement reads only this (see ``withStateOnRetirement(needsIncoming:readiesNothing:_:)``): while the
+  /// queue gets work that waits for other work (a chain added live), the list's line stays with the adding thread, and
+  /// while the queue holds ready work of that priority or higher, it is left for later (its items come after). Cleared only after
   /// ``takingsBeforeClearingTheReadyFlag`` takings in a row found it set and nothing ready
   /// (`EngineState.readyFlagStaleTakings`): a stream of ready items, or one that mixes ready and waiting work (a random
   /// graph), does not move the flag's line back and forth.
-  private let incomingMayHoldReady = Atomic<Bool>(false)
-  /// How many takings of the list in a row must find ``incomingMayHoldReady`` set and nothing ready before the next one
+  private let incomingReadyPriority = Atomic<Int>(-1)
+  /// How many takings of the list in a row must find ``incomingReadyPriority`` set and nothing ready before the next one
   /// clears it. Cleared after one such taking, the flag was set and cleared about 13,100 times while a random graph of
   /// 100,000 nodes was added live (it mixes ready and waiting items: each set by the adding thread and clear by the
   /// worker moves the flag's line); after eight, about 2,800 times. A chain added live clears it after its first
@@ -221,8 +223,8 @@ final class WorkEngine: @unchecked Sendable {
   /// `incoming` again; items it started go to `extra`, for the caller to hand to workers after unlocking.
   ///
   /// `takesListFirst` says whether to take `incoming` before `body` (always, but for a worker's retirement: see
-  /// ``withStateOnRetirement(needsIncoming:_:)``); `readsFlagWhileAlive`, whether the look after publishing the hints
-  /// reads ``incomingMayHoldReady`` before `incoming` while the engine holds itself (the retirement's section).
+  /// ``withStateOnRetirement(needsIncoming:readiesNothing:_:)``); `readsFlagWhileAlive`, whether the look after publishing the hints
+  /// reads ``incomingReadyPriority`` before `incoming` while the engine holds itself (the retirement's section).
   @inline(__always)
   private func critical<Result>(
     _ state: inout EngineState,
@@ -244,7 +246,7 @@ final class WorkEngine: @unchecked Sendable {
       publishHints(state)
       if aliveHint.load(ordering: .relaxed) {
         guard slotFreeHint.load(ordering: .relaxed) else { break }
-        if readsFlagWhileAlive && !incomingMayHoldReady.load(ordering: .sequentiallyConsistent) { break }
+        if readsFlagWhileAlive && incomingReadyPriority.load(ordering: .sequentiallyConsistent) < 0 { break }
       }
       guard incoming.load(ordering: .sequentiallyConsistent) != nil else { break }
       queued = absorbIncoming(&state)
@@ -265,19 +267,35 @@ final class WorkEngine: @unchecked Sendable {
   /// retiring item is the last one counted (its retirement would wake those waiting for the queue to end, and let the
   /// engine go), and when a barrier is pending, items are held, or progress is observed.
   ///
+  /// Ready items on the list (the flag says they may be there, and how high their priority may be) are left there too
+  /// when the retirement makes nothing ready (`readiesNothing`) and the queue holds a ready item of at least that
+  /// priority, which the worker then runs next: the items on the list came after it (a section that queues anything
+  /// takes the list first, but for this one), so it is the one to start, highest priority first and first in first
+  /// out within one. Taken at each retirement, the list moved between the adding thread and the workers once per
+  /// item or two while independent items were added live; left alone, a worker takes it when the queue has run down,
+  /// with everything added meanwhile. What this can delay: an item whose adder had pushed it and not yet raised the
+  /// flag, by one retirement of each worker, as a clear flag could before.
+  ///
   /// The look at the list after publishing the hints, which pairs with an adding thread that reads them after its
   /// push (see ``withState(_:)``), reads the flag instead while the engine holds itself: the items an adding thread
   /// needs the lock for then are ready ones, and their adders set the flag before they read the hints.
   @inline(__always)
   func withStateOnRetirement<Result>(
     needsIncoming: (borrowing EngineState) -> Bool,
+    readiesNothing: Bool,
     _ body: (inout EngineState) throws -> Result
   ) rethrows -> Result {
     var extra = SmallList<AnyWork>()
     let result = try lockedState.withLock { state in
       try critical(
         &state, &extra,
-        takesListFirst: { incomingMayHoldReady.load(ordering: .sequentiallyConsistent) || needsIncoming($0) },
+        takesListFirst: { state in
+          let flagged = incomingReadyPriority.load(ordering: .sequentiallyConsistent)
+          if flagged >= 0 && !(readiesNothing && state.scheduler.runsQueuedWorkNext(ofAtLeast: flagged)) {
+            return true
+          }
+          return needsIncoming(state)
+        },
         readsFlagWhileAlive: true, body)
     }
     while let item = extra.popFirst() { startWorker(consume item) }
@@ -288,12 +306,12 @@ final class WorkEngine: @unchecked Sendable {
   /// it queued any. Call with the lock held.
   @inline(__always)
   private func absorbIncoming(_ state: inout EngineState) -> Bool {
-    let mayHoldReady = incomingMayHoldReady.load(ordering: .relaxed)
+    let mayHoldReady = incomingReadyPriority.load(ordering: .relaxed) >= 0
     let clearing = mayHoldReady && state.readyFlagStaleTakings >= Self.takingsBeforeClearingTheReadyFlag
     if clearing {
       // Cleared, then the list taken (even when it looks empty): an item pushed before the exchange is taken with it,
       // and the adder of one pushed after it finds the flag clear and sets it.
-      incomingMayHoldReady.store(false, ordering: .sequentiallyConsistent)
+      incomingReadyPriority.store(-1, ordering: .sequentiallyConsistent)
       state.readyFlagStaleTakings = 0
     } else if incoming.load(ordering: .relaxed) == nil {
       return false
@@ -305,12 +323,17 @@ final class WorkEngine: @unchecked Sendable {
     return queued
   }
 
-  /// Sets ``incomingMayHoldReady`` after a ready item went on `incoming`, unless it is set: read first, so that
-  /// a stream of ready items writes the flag's line only when a worker cleared it.
+  /// Raises ``incomingReadyPriority`` to `priority` after a ready item of that priority went on `incoming`, unless it
+  /// is that high already: read first, so that a stream of ready items writes the flag's line only when a worker
+  /// cleared it (or a higher item came).
   @inline(__always)
-  private func markIncomingMayHoldReady() {
-    if !incomingMayHoldReady.load(ordering: .sequentiallyConsistent) {
-      incomingMayHoldReady.store(true, ordering: .sequentiallyConsistent)
+  private func markIncomingMayHoldReady(priority: Int) {
+    var current = incomingReadyPriority.load(ordering: .sequentiallyConsistent)
+    while current < priority {
+      let (exchanged, original) = incomingReadyPriority.compareExchange(
+        expected: current, desired: priority, ordering: .sequentiallyConsistent)
+      if exchanged { return }
+      current = original
     }
   }
 
@@ -510,7 +533,7 @@ final class WorkEngine: @unchecked Sendable {
       if let hook = admissionHook.withLock({ $0 }) { hook() }
     #endif
     pushIncoming(work, ready: ready)
-    if ready { markIncomingMayHoldReady() }
+    if ready { markIncomingMayHoldReady(priority: work.priority.rawValue) }
     // Paired with the re-read of `incoming` in `withState` (and of the flag in `withStateOnRetirement`; see there).
     let needsLock =
       (ready && slotFreeHint.load(ordering: .sequentiallyConsistent))
@@ -1517,7 +1540,7 @@ struct EngineState {
   /// Unmanaged, so that the retirement that takes it has a plain value to release outside the lock, and the others
   /// nothing to destroy.
   var keepAlive: Unmanaged<WorkEngine>?
-  /// How many takings of the incoming list in a row found `WorkEngine.incomingMayHoldReady` set and no ready item on
+  /// How many takings of the incoming list in a row found `WorkEngine.incomingReadyPriority` set and no ready item on
   /// it: at `WorkEngine.takingsBeforeClearingTheReadyFlag`, the next one clears the flag first.
   var readyFlagStaleTakings = 0
 

@@ -121,6 +121,24 @@ struct WorkScheduler<Item, Waiter> {
     return starts
   }
 
+  /// The highest priority with a ready item, or -1 when none is ready.
+  var highestReadyPriority: Int {
+    guard readyCount > 0 else { return -1 }
+    var bits = nonEmpty
+    while bits != 0 {
+      let priority = UInt64.bitWidth - 1 - bits.leadingZeroBitCount
+      if !ready[priority].isEmpty { return priority }
+      bits &= ~(1 << UInt64(priority))
+    }
+    return -1
+  }
+
+  /// Whether a worker whose item retires now runs a queued item next of priority `priority` or higher (it is not
+  /// paused, and such an item is ready).
+  func runsQueuedWorkNext(ofAtLeast priority: Int) -> Bool {
+    !isPaused && slots <= width && highestReadyPriority >= priority
+  }
+
   private mutating func popReady() -> Item? {
     guard readyCount > 0 else { return nil }
     while nonEmpty != 0 {
