@@ -273,8 +273,11 @@ final class WorkEngine: @unchecked Sendable {
   /// takes the list first, but for this one), so it is the one to start, highest priority first and first in first
   /// out within one. Taken at each retirement, the list moved between the adding thread and the workers once per
   /// item or two while independent items were added live; left alone, a worker takes it when the queue has run down,
-  /// with everything added meanwhile. What this can delay: an item whose adder had pushed it and not yet raised the
-  /// flag, by one retirement of each worker, as a clear flag could before.
+  /// with everything added meanwhile. What this can delay: an item whose adder has pushed it and not yet raised the
+  /// flag, for as long as that adder is descheduled between the two (its `add` has not returned), as a clear flag
+  /// could before; now a lower flag lets retirements pass it too. The flag only goes up until a taking clears it
+  /// (after ``takingsBeforeClearingTheReadyFlag`` in a row found nothing ready): after a higher item, retirements take
+  /// the list as before until then.
   ///
   /// The look at the list after publishing the hints, which pairs with an adding thread that reads them after its
   /// push (see ``withState(_:)``), reads the flag instead while the engine holds itself: the items an adding thread
