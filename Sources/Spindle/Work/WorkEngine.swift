@@ -1043,6 +1043,9 @@ extension AnyWork {
     var found: [(AnyWork, WorkPath)] = []
     while let (item, path) = next.popLast() {
       found.removeAll(keepingCapacity: true)
+      // What `found` took is let go of after the checks' lock, whichever way this step ends (its references can be the
+      // last ones: another thread may drop the work meanwhile).
+      defer { keep.append(contentsOf: found.map(\.0)) }
       let (engine, key, unstarted): (WorkEngine?, String?, Bool) = item.lock.withLock {
         guard !item.phase.isFinal else { return (nil, nil, false) }
         let unstarted = !item.phase.isStarted
@@ -1059,10 +1062,7 @@ extension AnyWork {
       if !item.waitEndsAtItsDeadline {
         BodyWaits.shared.forEachTarget(of: item) { found.append(($0, .waits)) }
         // A body that waits for `other`'s queue to have nothing unfinished waits for `other` (running: unfinished).
-        if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) {
-          keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
-          return path.union(.waits)
-        }
+        if let otherEngine, BodyWaits.shared.waitsForQueue(item, otherEngine) { return path.union(.waits) }
       }
       if let engine {
         let id = ObjectIdentifier(engine)
@@ -1075,10 +1075,7 @@ extension AnyWork {
         if let barrier = queues[id]?.barrierOf[ObjectIdentifier(item)] { found.append((barrier, .barrier)) }
         // A queue met again while its slots are looked at counts as held: that is what is being checked, and it holds
         // only if at least the queue's width of bodies wait behind `other` under it (see `slotsAreHeld`).
-        if unstarted && evaluating.contains(id) {
-          keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
-          return path.union(.slots)
-        }
+        if unstarted && evaluating.contains(id) { return path.union(.slots) }
         if unstarted {
           let held: Bool
           if let known = queues[id]?.held {
@@ -1089,14 +1086,10 @@ extension AnyWork {
           }
           // Still unstarted after the slots were looked at, so it was while they were: a slot that freed meanwhile
           // could have started it (and a body counted as behind `other` might have been waiting for it).
-          if held && !item.lock.withLock({ item.phase.isStarted }) {
-            keep.append(contentsOf: found.map(\.0))  // after the checks' lock, as below
-            return path.union(.slots)
-          }
+          if held && !item.lock.withLock({ item.phase.isStarted }) { return path.union(.slots) }
         }
       }
       for (work, link) in found {
-        keep.append(work)
         if work === other { return path.union(link) }
         if seen.insert(ObjectIdentifier(work)).inserted { next.append((work, path.union(link))) }
       }
@@ -1141,6 +1134,8 @@ extension AnyWork {
     var needsSlot: Set<ObjectIdentifier> = []
     while let item = next.popLast() {
       found.removeAll(keepingCapacity: true)
+      // What `found` took is let go of after the checks' lock, whichever way this step ends.
+      defer { keep.append(contentsOf: found as [AnyObject]) }
       let (itemEngine, isBarrier, phase, heldKey): (WorkEngine?, Bool, Phase, String?) = item.lock.withLock {
         guard !item.phase.isFinal else { return (nil, false, item.phase, nil) }
         // Unstarted work of a group with a timeout completes at the deadline without a slot, and what waits for it
@@ -1151,15 +1146,8 @@ extension AnyWork {
         return (item.engine?.takeUnretainedValue(), item.isBarrier, item.phase, heldKey)
       }
       guard let itemEngine else { continue }
-      // What `found` took goes to `keep` on every way out (let go of after the checks' lock, as below).
-      if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) {
-        keep.append(contentsOf: found as [AnyObject])
-        continue
-      }
-      if item !== self && itemEngine === engine {
-        keep.append(contentsOf: found as [AnyObject])
-        return item
-      }
+      if phase.isStarted && needsSlot.contains(ObjectIdentifier(item)) { continue }
+      if item !== self && itemEngine === engine { return item }
       // Work in line for a key this item holds gets it only once this item completed.
       if let heldKey { found.append(contentsOf: ExclusivityRegistry.shared.line(of: heldKey, heldBy: item)) }
       if phase == .running {
@@ -1193,7 +1181,6 @@ extension AnyWork {
         found.append(waiter)
       }
       keep.append(itemEngine)
-      keep.append(contentsOf: found as [AnyObject])
       for work in found where seen.insert(ObjectIdentifier(work)).inserted { next.append(work) }
     }
     return nil

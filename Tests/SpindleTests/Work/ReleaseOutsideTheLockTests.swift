@@ -49,7 +49,10 @@ struct ReleaseOutsideTheLockTests {
     var observation: WorkObservation?
     do {
       let queue = WorkQueue(name: "pool.lock.dropped")
-      let canary = AddsWorkOnDeinit(to: target, added: added)
+      let canary = OnDeinit {
+        target.add {}
+        added.withLock { $0 = true }
+      }
       observation = queue.observe { _ in _ = canary }
       queue.add { usleep(50_000) }
     }
@@ -66,7 +69,7 @@ struct ReleaseOutsideTheLockTests {
     let gate = queue.add(delay: .seconds(600)) {}
     var dependent: Work<Void>?
     do {
-      let first = queue.add { CancelsOnDeinit(gate) }
+      let first = queue.add { OnDeinit { gate.cancel() } }
       #expect(await eventually { first.state == .finished })
       dependent = queue.add(dependencies: [first, gate]) {}
     }
@@ -101,7 +104,10 @@ struct ReleaseOutsideTheLockTests {
     running.wait()
     do {
       let item = queue.add { 1 }
-      let canary = ReadsTheQueueOnDeinit(queue, released: released)
+      let canary = OnDeinit {
+        _ = queue.unfinishedCount
+        released.withLock { $0 = true }
+      }
       item.observe { _ in _ = canary }
       #expect(queue.unfinishedCount == 2)  // taken into the queue's order (the slot is busy)
       item.cancel()
@@ -115,39 +121,11 @@ struct ReleaseOutsideTheLockTests {
   }
 }
 
-/// Adds an item to `target` from its deinit.
-final class AddsWorkOnDeinit: Sendable {
-  let target: WorkQueue
-  let added: Locked<Bool>
-  init(to target: WorkQueue, added: Locked<Bool>) {
-    self.target = target
-    self.added = added
-  }
-  deinit {
-    target.add {}
-    added.withLock { $0 = true }
-  }
-}
-
-/// Cancels `other` from its deinit.
-final class CancelsOnDeinit: Sendable {
-  let other: AnyWork
-  init(_ other: AnyWork) { self.other = other }
-  deinit { other.cancel() }
-}
-
-/// Reads its queue's count from its deinit.
-final class ReadsTheQueueOnDeinit: Sendable {
-  let queue: WorkQueue
-  let released: Locked<Bool>
-  init(_ queue: WorkQueue, released: Locked<Bool>) {
-    self.queue = queue
-    self.released = released
-  }
-  deinit {
-    _ = queue.unfinishedCount
-    released.withLock { $0 = true }
-  }
+/// Runs `action` from its deinit: user code whose last reference the engine lets go of.
+final class OnDeinit: Sendable {
+  let action: @Sendable () -> Void
+  init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+  deinit { action() }
 }
 
 extension WorkQueue {
